@@ -1,0 +1,104 @@
+"""The verifier's library surface: what the CLI, the advisor, the web app and the Slack bot call.
+
+    verify_topic("buffer-donation")        -> record (cached until snippet/jax/backend change)
+    verify_script("train.py")              -> transfers, sync points by line, compiles, peak RSS
+    latest_evidence("buffer-donation")     -> newest stored record, or None
+    summary(record)                        -> "verified on cpu, jax 0.10.2: ..."
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from evaluators.verify.manifest import Pair, load_pairs
+from evaluators.verify.report import summary  # noqa: F401  (part of this API)
+from evaluators.verify.runner import run_snippet
+from evaluators.verify.sandbox import Limits
+from evaluators.verify.store import cache_key, load_cached, records_for, save_cached
+from evaluators.verify.suite import Baselines, Progress, sync_lines, verify_pair
+from ingest.config import Settings
+
+
+class UnknownTopicError(ValueError):
+    pass
+
+
+def pairs(settings: Settings | None = None) -> dict[str, Pair]:
+    return load_pairs((settings or Settings()).corpus_dir)
+
+
+def _pair(topic: str, available: dict[str, Pair]) -> Pair:
+    by_topic = {p.topic: p for p in available.values()}
+    if topic in available:
+        return available[topic]
+    if topic in by_topic:
+        return by_topic[topic]
+    raise UnknownTopicError(f"no snippet pair for topic {topic!r}; valid: {', '.join(sorted(available))}")
+
+
+def verify_topics(topics: Iterable[str], *, repeats: int = 3, fresh: bool = False,
+                  limits: Limits | None = None, settings: Settings | None = None,
+                  progress: Progress | None = None, on_record=None) -> list[dict]:
+    """Verify several topics sharing one empty-snippet baseline per environment."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    settings = settings or Settings()
+    limits = limits or Limits()
+    available = pairs(settings)
+    selected = [_pair(t, available) for t in topics]   # fail on a bad name before running anything
+    baselines = Baselines(limits)
+    records = []
+    for pair in selected:
+        record = None
+        if not fresh:
+            base = baselines.get(pair.env)
+            if base.ok:
+                d = base.device
+                key = cache_key(pair.snippet_hash(), d["jax"], d["jaxlib"], d["backend"], d["device_kind"])
+                record = load_cached(pair.topic, key, settings)
+        if record is None:
+            record = verify_pair(pair, repeats=repeats, limits=limits, baselines=baselines,
+                                 progress=progress)
+            save_cached(record, settings)
+        else:
+            record = {**record, "origin": "cache"}
+        records.append(record)
+        if on_record:
+            on_record(record)
+    return records
+
+
+def verify_topic(topic: str, repeats: int = 3, progress: Progress | None = None, **kwargs) -> dict:
+    return verify_topics([topic], repeats=repeats, progress=progress, **kwargs)[0]
+
+
+def verify_script(path_or_source: str | Path, *, limits: Limits | None = None) -> dict:
+    """Run a user's script in the same isolation and report its dynamic behaviour."""
+    limits = limits or Limits()
+    baselines = Baselines(limits)
+    candidate = Path(path_or_source) if isinstance(path_or_source, Path) or "\n" not in str(path_or_source) else None
+    with tempfile.TemporaryDirectory(prefix="jaxmem-script-") as tmp:
+        if candidate is not None and candidate.is_file():
+            path, name = candidate.resolve(), str(candidate)
+        elif candidate is not None and str(path_or_source).endswith(".py"):
+            raise FileNotFoundError(f"script {path_or_source!r} does not exist")
+        else:
+            path, name = Path(tmp) / "script.py", "<source>"
+            path.write_text(str(path_or_source))
+        run = run_snippet(path, limits=limits, baseline=baselines.get({}))
+    d = run.device
+    return {"script": name, "ok": run.ok, "error": run.error, "traceback": run.traceback,
+            "backend": d.get("backend"), "device_kind": d.get("device_kind"), "jax": d.get("jax"),
+            **{k: run.values.get(k) for k in ("h2d_transfers", "implicit_h2d_transfers",
+                                              "d2h_transfers", "host_syncs", "compile_count",
+                                              "peak_rss", "wall_time")},
+            "host_sync_lines": sync_lines(run), "stdout": run.stdout[-4000:],
+            "stderr": run.stderr[-4000:]}
+
+
+def latest_evidence(topic: str, settings: Settings | None = None) -> dict | None:
+    """Newest record for `topic`: a local run if one exists, else committed evidence."""
+    records = records_for(topic, settings)
+    local = [r for r in records if r["origin"] == "local run"]
+    return (local or records or [None])[0]

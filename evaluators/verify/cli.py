@@ -1,0 +1,87 @@
+"""`jaxmem verify`: a thin adapter from the command line to `evaluators.verify.api`."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from evaluators.verify import api
+from evaluators.verify.manifest import ManifestError
+from evaluators.verify.report import script_report, summary, table
+from evaluators.verify.sandbox import GiB, Limits
+from evaluators.verify.store import write_evidence
+
+
+@click.command("verify")
+@click.argument("topics", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Verify every snippet pair in the corpus.")
+@click.option("--script", "script", type=click.Path(dir_okay=False),
+              help="Run your own script in isolation; report transfers, sync points, compiles, memory.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON records instead of a table.")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 20),
+              help="Runs per side; peak RSS must change in every one.")
+@click.option("--fresh", is_flag=True, help="Ignore cached results and measure again.")
+@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(1, 3600),
+              help="Seconds per child run before it is killed.")
+@click.option("--memory-gib", default=8.0, show_default=True, type=click.FloatRange(0.5, 1024),
+              help="Memory ceiling per child run, GiB.")
+@click.option("--record", is_flag=True,
+              help="With --all: write the results to corpus/evidence/<backend>.json.")
+def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, record):
+    """Run before/after snippet pairs in isolation and check that the advice holds here.
+
+    \b
+    Examples:
+      jaxmem verify buffer-donation implicit-host-sync
+      jaxmem verify --all --json
+      jaxmem verify --script train.py
+    """
+    limits = Limits(timeout_s=timeout, memory_bytes=int(memory_gib * GiB))
+    if script:
+        if topics or all_:
+            raise click.UsageError("--script runs one file; do not combine it with topics or --all")
+        result = api.verify_script(script, limits=limits)
+        click.echo(json.dumps(result, indent=1) if as_json else script_report(result))
+        sys.exit(0 if result["ok"] else 1)
+    try:
+        available = api.pairs()
+    except ManifestError as e:
+        raise click.ClickException(str(e)) from None
+    if all_ == bool(topics):
+        raise click.UsageError(f"name topics or pass --all (not both); topics: {', '.join(sorted(available))}")
+    if record and not all_:
+        raise click.UsageError("--record writes evidence for the whole suite: use it with --all")
+    selected = sorted(available) if all_ else list(topics)
+    started = time.monotonic()
+    try:
+        if all_ and not as_json and sys.stderr.isatty():
+            with click.progressbar(length=len(selected), label="verifying", file=sys.stderr) as bar:
+                records = api.verify_topics(selected, repeats=repeats, fresh=fresh, limits=limits,
+                                            on_record=lambda r: bar.update(1))
+        elif all_:
+            # Not a terminal: one line per finished pair is the progress report logs can keep.
+            records = api.verify_topics(
+                selected, repeats=repeats, fresh=fresh, limits=limits,
+                on_record=lambda r: click.echo(f"[{time.monotonic() - started:5.1f} s] {r['topic']}: {r['verdict']}", err=True))
+        else:
+            records = api.verify_topics(selected, repeats=repeats, fresh=fresh, limits=limits)
+    except (api.UnknownTopicError, ManifestError, RuntimeError) as e:
+        raise click.ClickException(str(e)) from None
+    elapsed = time.monotonic() - started
+    if as_json:
+        click.echo(json.dumps({"elapsed_s": round(elapsed, 1), "records": records}, indent=1))
+    else:
+        click.echo(table(records))
+        click.echo("")
+        for r in records:
+            click.echo(f"{r['topic']}: {summary(r)}")
+        click.echo(f"\n{len(records)} pair(s) in {elapsed:.1f} s on {records[0]['backend'] if records else '?'}")
+    if record:
+        click.echo(f"evidence written to {write_evidence(records)}", err=True)
+    sys.exit(1 if any(r["verdict"] == "error" for r in records) else 0)
+
+
+if __name__ == "__main__":
+    command()

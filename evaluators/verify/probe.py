@@ -1,0 +1,244 @@
+"""The child half of the verifier: install measurement hooks, run one snippet, write a JSON result.
+
+Run as `python -m evaluators.verify.probe CONFIG.json`. Stdout and stderr belong to the snippet;
+the result goes to the file named in the config. Transfer counts are not taken here: the transfer
+guard logs from C++ straight to file descriptor 2, so the parent counts those lines, and this
+module only writes markers to fd 2 that delimit the snippet and its explicit `device_put` calls.
+Must stay importable without the rest of the project (only the standard library and jax).
+"""
+from __future__ import annotations
+
+import builtins
+import json
+import linecache
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+MARK_BEGIN = "@@jaxmem:snippet-begin@@"
+MARK_END = "@@jaxmem:snippet-end@@"
+MARK_EXPLICIT_BEGIN = "@@jaxmem:explicit-begin@@"
+MARK_EXPLICIT_END = "@@jaxmem:explicit-end@@"
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+# Public ways to read a device array's value on the host. Each one is a host sync point.
+_SYNC_METHODS = ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist",
+                 "__array__", "__str__", "__repr__", "__format__", "tobytes")
+
+
+def _mark(text: str) -> None:
+    # Flush Python's buffers first so the marker lands after everything written before it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.write(2, f"{text}\n".encode())
+
+
+class Hooks:
+    """Counters the snippet feeds while it runs; `active` is off outside the snippet."""
+
+    def __init__(self, user_file: str):
+        self.user_file = os.path.realpath(user_file)
+        self.active = False
+        self.compiles = 0
+        self.syncs: list[dict] = []
+        self._depth = threading.local()
+
+    def install(self) -> None:
+        import jax
+        from jax._src import config as jax_config
+        from jax._src.array import ArrayImpl
+
+        def on_duration(event: str, _duration: float, **_kw) -> None:
+            if self.active and event == COMPILE_EVENT:
+                self.compiles += 1
+        jax.monitoring.register_event_duration_secs_listener(on_duration)
+
+        for name in _SYNC_METHODS:
+            original = getattr(ArrayImpl, name, None)
+            if original is not None:
+                setattr(ArrayImpl, name, self._sync_wrapper(original, name))
+        jax.device_get = self._sync_wrapper(jax.device_get, "jax.device_get")
+
+        original_put = jax.device_put
+
+        def device_put(*args, **kwargs):
+            # Nested puts (device_put of a pytree) sit inside one marked region.
+            if not self.active or getattr(self._depth, "put", 0):
+                return original_put(*args, **kwargs)
+            self._depth.put = 1
+            _mark(MARK_EXPLICIT_BEGIN)
+            try:
+                # A snippet's own guard ("disallow", "log") allows explicit transfers but does not
+                # log them; log them here so they are counted. "*_explicit" levels stay as set.
+                level = jax_config.transfer_guard_host_to_device.value
+                if level in ("allow", "log", "disallow"):
+                    with jax.transfer_guard_host_to_device("log_explicit"):
+                        return original_put(*args, **kwargs)
+                return original_put(*args, **kwargs)
+            finally:
+                _mark(MARK_EXPLICIT_END)
+                self._depth.put = 0
+        jax.device_put = device_put
+
+    def _sync_wrapper(self, original, name: str):
+        hooks = self
+
+        def wrapper(*args, **kwargs):
+            depth = getattr(hooks._depth, "sync", 0)
+            if hooks.active and depth == 0:
+                hooks._record_sync(name)
+            hooks._depth.sync = depth + 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                hooks._depth.sync = depth
+        wrapper.__name__ = getattr(original, "__name__", name)
+        wrapper.__doc__ = getattr(original, "__doc__", None)
+        return wrapper
+
+    def _record_sync(self, how: str) -> None:
+        # The innermost frame in the user's file is the line to blame.
+        frame = sys._getframe(2)
+        while frame is not None and os.path.realpath(frame.f_code.co_filename) != self.user_file:
+            frame = frame.f_back
+        if frame is None:
+            self.syncs.append({"line": None, "source": None, "how": how})
+            return
+        line = frame.f_lineno
+        source = linecache.getline(frame.f_code.co_filename, line).strip()
+        self.syncs.append({"line": line, "source": source, "how": how})
+
+
+def _live_bytes() -> tuple[int, int, dict[str, int]]:
+    """Total live bytes and the largest per-device share, each buffer counted once."""
+    import jax
+    seen: set[tuple[int, int]] = set()
+    per_device: dict[str, int] = {}
+    for arr in jax.live_arrays():
+        for shard in arr.addressable_shards:
+            data = shard.data
+            try:
+                key = (shard.device.id, data.unsafe_buffer_pointer())
+            except Exception:  # deleted or donated between listing and reading
+                continue
+            if key in seen:
+                continue
+            seen.add(key)
+            nbytes = data.nbytes
+            per_device[str(shard.device)] = per_device.get(str(shard.device), 0) + nbytes
+    return sum(per_device.values()), max(per_device.values(), default=0), per_device
+
+
+def _device_info() -> dict:
+    import jax
+    import jaxlib
+    devices = jax.devices()
+    info = {"backend": jax.default_backend(), "device_kind": devices[0].device_kind,
+            "device_count": len(devices), "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+            "memory_stats": None}
+    stats = [d.memory_stats() for d in jax.local_devices()]
+    if all(s is not None for s in stats) and stats:
+        def biggest(*keys: str) -> int | None:
+            for key in keys:
+                values = [s[key] for s in stats if key in s]
+                if values:
+                    return max(values)
+            return None
+        info["memory_stats"] = {
+            "peak_bytes_in_use": biggest("peak_bytes_in_use"),
+            "bytes_in_use": biggest("bytes_in_use"),
+            # What the allocator holds from the device (the preallocated pool when on).
+            "reserved_bytes": biggest("peak_pool_bytes", "pool_bytes", "peak_bytes_reserved",
+                                      "bytes_reserved", "bytes_limit"),
+        }
+    return info
+
+
+def _entry_analysis(entry: dict, g: dict) -> dict:
+    import jax
+    fn = g.get(entry["function"])
+    args_fn = g.get(entry.get("args", ""))
+    if fn is None or args_fn is None:
+        names = ", ".join(sorted(k for k in g if not k.startswith("_")))
+        raise LookupError(f"entry {entry} not found among the snippet's globals: {names}")
+    args = args_fn()
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    lowered = jitted.lower(**args) if isinstance(args, dict) else jitted.lower(*args)
+    compiled = lowered.compile()
+    ma = compiled.memory_analysis()
+    return {
+        "temp_bytes": int(ma.temp_size_in_bytes),
+        "argument_bytes": int(ma.argument_size_in_bytes),
+        "output_bytes": int(ma.output_size_in_bytes),
+        "alias_bytes": int(ma.alias_size_in_bytes),
+        "hlo_chars": len(compiled.as_text()),
+    }
+
+
+def run(config: dict) -> dict:
+    snippet = Path(config["snippet"]).resolve()
+    hooks = Hooks(str(snippet))
+    result: dict = {"error": None, "traceback": None, "exit_status": 0}
+    # Hooks touch only Python objects: the backend must not start before the snippet runs,
+    # because allocator variables set by the snippet are read at backend start.
+    hooks.install()
+    g = {"__name__": "__main__", "__file__": str(snippet), "__builtins__": builtins}
+    sys.argv = [str(snippet), *config.get("argv", [])]
+    sys.path.insert(0, str(snippet.parent))
+    code = compile(snippet.read_text(), str(snippet), "exec")
+    _mark(MARK_BEGIN)
+    hooks.active = True
+    t0 = time.perf_counter()
+    try:
+        exec(code, g)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            result["exit_status"] = e.code if isinstance(e.code, int) else 1
+            result["error"] = f"the snippet called sys.exit({e.code!r})"
+    except BaseException as e:  # the snippet's failure is a result, not a probe failure
+        result["error"] = f"{type(e).__name__}: {e}"
+        result["traceback"] = _user_traceback(e, str(snippet))
+    finally:
+        result["wall_s"] = time.perf_counter() - t0
+        hooks.active = False
+        _mark(MARK_END)
+    result["compile_count"] = hooks.compiles
+    result["host_syncs"] = hooks.syncs
+    try:
+        result["live_bytes"], result["per_device_bytes"], result["live_by_device"] = _live_bytes()
+    except Exception as e:
+        result["live_error"] = f"{type(e).__name__}: {e}"
+    result["device"] = _device_info()
+    entry = config.get("entry")
+    if entry and result["error"] is None:
+        try:
+            result["entry"] = _entry_analysis(entry, g)
+        except Exception as e:
+            result["entry_error"] = f"{type(e).__name__}: {e}"
+    return result
+
+
+def _user_traceback(exc: BaseException, snippet: str) -> str:
+    """The traceback from the snippet's first frame on; the probe's own frames are noise."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != snippet:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+
+
+def main(argv: list[str]) -> int:
+    config = json.loads(Path(argv[1]).read_text())
+    result = run(config)
+    out = Path(config["result"])
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, default=str))
+    tmp.replace(out)
+    return 0 if result["error"] is None else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,149 @@
+"""Run one snippet through the probe in an isolated child and turn what comes back into metrics."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluators.verify import probe
+from evaluators.verify.sandbox import ChildRun, Limits, run_isolated, scrub_env
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+_GUARD = re.compile(r"\] (host-to-device|device-to-host|device-to-device) transfer:")
+_MEMORY_ERRORS = ("MemoryError", "RESOURCE_EXHAUSTED", "Out of memory", "std::bad_alloc",
+                  "Cannot allocate memory")
+
+
+@dataclass
+class GuardCounts:
+    h2d: int = 0
+    h2d_explicit: int = 0
+    d2h: int = 0
+    d2d: int = 0
+
+
+@dataclass
+class SnippetRun:
+    """One child run of one snippet: values per metric name, or why there are none."""
+    values: dict[str, float | None]
+    device: dict
+    error: str | None = None
+    traceback: str | None = None
+    syncs: list[dict] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""          # the snippet's own stderr, guard lines and markers removed
+    entry_error: str | None = None
+    guard: GuardCounts = field(default_factory=GuardCounts)
+    child_wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def parse_stderr(text: str) -> tuple[GuardCounts, str]:
+    """Count guard lines inside the snippet's marked region; return the rest as the user's stderr."""
+    counts = GuardCounts()
+    kept: list[str] = []
+    inside = explicit = False
+    for line in text.splitlines():
+        for mark in (probe.MARK_BEGIN, probe.MARK_END, probe.MARK_EXPLICIT_BEGIN, probe.MARK_EXPLICIT_END):
+            if mark in line:
+                inside = {probe.MARK_BEGIN: True, probe.MARK_END: False}.get(mark, inside)
+                explicit = {probe.MARK_EXPLICIT_BEGIN: True, probe.MARK_EXPLICIT_END: False}.get(mark, explicit)
+                line = line.replace(mark, "")
+                break
+        m = _GUARD.search(line)
+        if m:
+            if inside:
+                kind = m.group(1)
+                if kind == "host-to-device":
+                    counts.h2d += 1
+                    counts.h2d_explicit += explicit
+                elif kind == "device-to-host":
+                    counts.d2h += 1
+                else:
+                    counts.d2d += 1
+            continue
+        if line:
+            kept.append(line)
+    return counts, "\n".join(kept)
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = scrub_env(os.environ, extra, pythonpath=str(REPO_ROOT))
+    # log_explicit logs implicit AND explicit transfers; the probe's markers tell them apart.
+    env.setdefault("JAX_TRANSFER_GUARD", "log_explicit")
+    return env
+
+
+def run_snippet(path: Path, *, entry: dict | None = None, env: dict[str, str] | None = None,
+                limits: Limits = Limits(), baseline: "SnippetRun | None" = None) -> SnippetRun:
+    """Run `path` once in isolation under the probe; never raises for what the snippet does."""
+    path = Path(path).resolve()
+    with tempfile.TemporaryDirectory(prefix="jaxmem-verify-") as tmp:
+        work = Path(tmp) / "work"
+        work.mkdir()
+        result_path = Path(tmp) / "result.json"
+        config = {"snippet": str(path), "result": str(result_path), "entry": entry}
+        config_path = Path(tmp) / "config.json"
+        config_path.write_text(json.dumps(config))
+        child = run_isolated([sys.executable, "-m", "evaluators.verify.probe", str(config_path)],
+                             env=child_env(env), limits=limits, cwd=work)
+        result = json.loads(result_path.read_text()) if result_path.is_file() else None
+    return _to_run(child, result, baseline)
+
+
+def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None) -> SnippetRun:
+    guard, stderr = parse_stderr(child.stderr)
+    if result is None:
+        reason = child.reason() or "the child ended without writing a result"
+        if not child.timed_out and any(m in child.stderr for m in _MEMORY_ERRORS):
+            reason = f"memory ceiling of {child.limits.memory_bytes / (1 << 30):.1f} GiB exceeded; {reason}"
+        return SnippetRun(values={}, device={}, error=reason, stdout=child.stdout,
+                          stderr=stderr, guard=guard, child_wall_s=child.wall_s)
+    error = result.get("error")
+    if error and any(m in (result.get("traceback") or error) for m in _MEMORY_ERRORS):
+        error = (f"memory ceiling of {child.limits.memory_bytes / (1 << 30):.1f} GiB "
+                 f"({child.ceiling}) exceeded: {error}")
+    base = baseline.guard if baseline else GuardCounts()
+    base_compiles = baseline.values.get("compile_count", 0) if baseline else 0
+    device = result.get("device") or {}
+    backend = device.get("backend")
+    stats = device.get("memory_stats") or {}
+    entry = result.get("entry") or {}
+    values: dict[str, float | None] = {
+        "h2d_transfers": max(0, guard.h2d - base.h2d),
+        "implicit_h2d_transfers": max(0, (guard.h2d - guard.h2d_explicit) - (base.h2d - base.h2d_explicit)),
+        "d2h_transfers": max(0, guard.d2h - base.d2h) if backend in ("gpu", "tpu") else None,
+        "host_syncs": len(result.get("host_syncs") or []),
+        "compile_count": max(0, result.get("compile_count", 0) - (base_compiles or 0)),
+        "live_bytes": result.get("live_bytes"),
+        "per_device_bytes": result.get("per_device_bytes"),
+        "peak_rss": child.max_rss_bytes,
+        "wall_time": result.get("wall_s"),
+        "device_peak_bytes": stats.get("peak_bytes_in_use"),
+        "device_reserved_bytes": stats.get("reserved_bytes"),
+    }
+    for key in ("temp_bytes", "argument_bytes", "output_bytes", "alias_bytes", "hlo_chars"):
+        values[key] = entry.get(key)
+    if not error and child.reason():
+        error = child.reason()
+    return SnippetRun(values=values, device=device, error=error, traceback=result.get("traceback"),
+                      syncs=result.get("host_syncs") or [], stdout=child.stdout, stderr=stderr,
+                      entry_error=result.get("entry_error"), guard=guard, child_wall_s=child.wall_s)
+
+
+_EMPTY = "# The empty snippet: the floor every count is measured against.\n"
+
+
+def run_baseline(env: dict[str, str] | None = None, limits: Limits = Limits()) -> SnippetRun:
+    with tempfile.TemporaryDirectory(prefix="jaxmem-baseline-") as tmp:
+        empty = Path(tmp) / "empty.py"
+        empty.write_text(_EMPTY)
+        return run_snippet(empty, env=env, limits=limits)

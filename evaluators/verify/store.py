@@ -1,0 +1,87 @@
+"""Where verification records live: a local cache, and the evidence committed with the corpus.
+
+Cache: one JSON file per (topic, key) under `Settings().data_dir / "verify"`. The key covers the
+snippet hash (pair files + probe version), jax and jaxlib versions, backend and device kind, so a
+record is reused until one of those changes. Evidence: `corpus/evidence/<name>.json`, written by
+`jaxmem verify --all --record`, e.g. `cpu.json`, or `gpu-<device>.json` from a GPU machine.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from ingest.config import Settings
+
+
+def cache_key(snippet_hash: str, jax: str, jaxlib: str, backend: str, device_kind: str) -> str:
+    text = "|".join((snippet_hash, jax, jaxlib, backend, device_kind))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def cache_dir(settings: Settings | None = None) -> Path:
+    return (settings or Settings()).data_dir / "verify"
+
+
+def evidence_dir(settings: Settings | None = None) -> Path:
+    return (settings or Settings()).corpus_dir / "evidence"
+
+
+def _cache_path(topic: str, key: str, settings: Settings | None) -> Path:
+    return cache_dir(settings) / f"{topic}--{key}.json"
+
+
+def load_cached(topic: str, key: str, settings: Settings | None = None) -> dict | None:
+    path = _cache_path(topic, key, settings)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save_cached(record: dict, settings: Settings | None = None) -> Path:
+    path = _cache_path(record["topic"], record["key"], settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
+    tmp.replace(path)
+    return path
+
+
+def evidence_name(backend: str, device_kind: str) -> str:
+    """`cpu.json` for CPU; `gpu-nvidia-h100-80gb-hbm3.json` and the like for accelerators."""
+    if backend == "cpu":
+        return "cpu.json"
+    slug = re.sub(r"[^a-z0-9]+", "-", device_kind.lower()).strip("-") or "unknown"
+    return f"{backend}-{slug}.json"
+
+
+def write_evidence(records: list[dict], settings: Settings | None = None) -> Path:
+    if not records:
+        raise ValueError("no records to write as evidence")
+    first = records[0]
+    path = evidence_dir(settings) / evidence_name(first["backend"], first["device_kind"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"backend": first["backend"], "device_kind": first["device_kind"],
+            "records": {r["topic"]: r for r in sorted(records, key=lambda r: r["topic"])}}
+    path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def records_for(topic: str, settings: Settings | None = None) -> list[dict]:
+    """Every stored record of `topic`, newest first; each says where it came from."""
+    found: list[dict] = []
+    for path in sorted(cache_dir(settings).glob(f"{topic}--*.json")):
+        try:
+            found.append({**json.loads(path.read_text()), "origin": "local run"})
+        except (OSError, ValueError):
+            continue
+    for path in sorted(evidence_dir(settings).glob("*.json")):
+        try:
+            record = json.loads(path.read_text()).get("records", {}).get(topic)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if record:
+            found.append({**record, "origin": f"recorded evidence ({path.name})"})
+    return sorted(found, key=lambda r: r.get("date", ""), reverse=True)

@@ -1,0 +1,90 @@
+"""Verify one snippet pair: repeated, interleaved before/after runs, judged and recorded."""
+from __future__ import annotations
+
+import platform
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from evaluators.verify.manifest import Pair
+from evaluators.verify.metrics import METRICS
+from evaluators.verify.runner import SnippetRun, run_baseline, run_snippet
+from evaluators.verify.sandbox import Limits
+from evaluators.verify.store import cache_key
+from evaluators.verify.verdicts import judge_metric, overall
+
+Progress = Callable[[str], None]
+
+
+class Baselines:
+    """Empty-snippet runs, one per distinct manifest env (XLA_FLAGS can change the floor)."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self._runs: dict[tuple, SnippetRun] = {}
+
+    def get(self, env: dict[str, str]) -> SnippetRun:
+        key = tuple(sorted(env.items()))
+        if key not in self._runs:
+            self._runs[key] = run_baseline(env, self.limits)
+        return self._runs[key]
+
+
+def sync_lines(run: SnippetRun) -> list[dict]:
+    """Host sync points grouped by source line, in line order."""
+    counts = Counter((s.get("line"), s.get("source")) for s in run.syncs)
+    return [{"line": line, "source": source, "count": n}
+            for (line, source), n in sorted(counts.items(), key=lambda kv: (kv[0][0] or 0))]
+
+
+def device_of(runs: list[SnippetRun]) -> dict:
+    return next((r.device for r in runs if r.device), {})
+
+
+def verify_pair(pair: Pair, *, repeats: int, limits: Limits, baselines: Baselines,
+                progress: Progress | None = None) -> dict:
+    baseline = baselines.get(pair.env)
+    if not baseline.ok:
+        raise RuntimeError(f"the empty-snippet baseline failed, so nothing can be measured: {baseline.error}")
+    before: list[SnippetRun] = []
+    after: list[SnippetRun] = []
+    # Interleaved so that drift in the machine's state hits both sides alike.
+    for i in range(repeats):
+        for side, path, runs in (("before", pair.before, before), ("after", pair.after, after)):
+            if progress:
+                progress(f"{pair.id}: {side} {i + 1}/{repeats}")
+            runs.append(run_snippet(path, entry=pair.entry, env=pair.env, limits=limits,
+                                    baseline=baseline))
+        if not (before[-1].ok and after[-1].ok):
+            break   # an error will not go away on a repeat; do not spend the time
+    device = device_of(before + after) or baseline.device
+    backend = device.get("backend", "unknown")
+    metrics = [judge_metric(spec, before, after, backend) for spec in pair.metrics]
+    errors = [{"side": side, "error": r.error, "traceback": r.traceback, "stderr": r.stderr[-2000:]}
+              for side, runs in (("before", before), ("after", after)) for r in runs[:1] if not r.ok]
+    snippet_hash = pair.snippet_hash()
+    return {
+        "topic": pair.topic, "pair": pair.id, "title": pair.title, "snippet_hash": snippet_hash,
+        "key": cache_key(snippet_hash, device.get("jax", "?"), device.get("jaxlib", "?"),
+                         backend, device.get("device_kind", "?")),
+        "jax": device.get("jax"), "jaxlib": device.get("jaxlib"), "backend": backend,
+        "device_kind": device.get("device_kind"), "device_count": device.get("device_count"),
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "repeats": len(before), "verdict": overall(metrics), "metrics": metrics,
+        "info": _info(before, after), "errors": errors,
+        "host_sync_lines": {"before": sync_lines(before[0]) if before[0].ok else [],
+                            "after": sync_lines(after[0]) if after and after[0].ok else []},
+    }
+
+
+def _info(before: list[SnippetRun], after: list[SnippetRun]) -> dict:
+    """Every measured metric (declared or not), medians: context for readers, not verdicts."""
+    info = {}
+    for name in METRICS:
+        b = [r.values.get(name) for r in before if r.ok]
+        a = [r.values.get(name) for r in after if r.ok]
+        if b and a and None not in b + a:
+            info[name] = {"before": statistics.median(b), "after": statistics.median(a)}
+    return info
