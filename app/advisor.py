@@ -1,0 +1,221 @@
+"""The advisor: question (+ conversation, + pasted code) -> grounded Answer.
+
+Every front end (CLI, web, Slack) calls this and nothing else for answers. It detects the
+language, reviews pasted code, retrieves cards, abstains when nothing is relevant enough, and
+composes the answer offline (or through an optional LLM that may only cite retrieved cards).
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from functools import cached_property
+
+import yaml
+
+from app.answer import Answer, Citation, SeedClaim, Turn
+from app.compose import compose_abstention, compose_card_answer, compose_review, label
+from app.language import detect, prose
+from app.retrieval import CardHit, Retriever
+from ingest.cards import Card, CorpusLayout, load_card
+from ingest.config import Settings, offline_defaults
+from ingest.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 20_000  # beyond this the question is truncated (and the answer says so)
+MAX_QUERY_CHARS = 2_000  # what retrieval sees of the prose
+# Calibrated on the eval set (`jaxmem eval`): the best chunk's cosine similarity below which the
+# question is treated as outside the knowledge base.
+ABSTAIN_BELOW = 0.80
+FOLLOW_UP_WORDS = 8
+_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.S)
+
+
+def code_blocks(text: str) -> list[str]:
+    return [b for b in _FENCE.findall(text) if b.strip()]
+
+
+class Advisor:
+    def __init__(self, settings: Settings | None = None, embeddings=None, store=None):
+        offline_defaults()
+        self.settings = settings or Settings()
+        self._embeddings = embeddings
+        self._store = store
+        self.layout = CorpusLayout(self.settings.corpus_dir)
+        self._cards: dict[tuple[str, str], Card] = {}
+
+    # ---- heavy objects, built once -------------------------------------------------------------
+    @cached_property
+    def embeddings(self):
+        from ingest.embed import make_embeddings
+
+        return self._embeddings or make_embeddings(self.settings.embeddings)
+
+    @cached_property
+    def store(self):
+        from ingest.store import Store
+
+        store = self._store or Store(self.settings)
+        store.check_backend(self.embeddings.name, self.embeddings.dim)
+        return store
+
+    @cached_property
+    def retriever(self) -> Retriever:
+        return Retriever(self.store, self.embeddings, set(self.layout.languages))
+
+    @cached_property
+    def audit(self) -> dict[tuple[str, str], dict]:
+        path = self.settings.corpus_dir / "seeds" / "audit.yaml"
+        items = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else []
+        if isinstance(items, dict):
+            items = items.get("claims", [])
+        return {(i["seed"], str(i["claim"])): i for i in items or []}
+
+    def warm(self) -> None:
+        """Load everything a first question needs (web and Slack call this at start-up)."""
+        from app.language import _detector
+
+        self.retriever.lexical  # noqa: B018 - builds the BM25 index
+        self.embeddings.embed_query("warm-up")
+        _detector(True)
+
+    def card(self, topic: str, lang: str) -> Card | None:
+        key = (topic, lang)
+        if key not in self._cards:
+            path = self.layout.card_path(topic, lang)
+            self._cards[key] = load_card(path, self.layout) if path.exists() else None
+        return self._cards[key]
+
+    def card_url(self, topic: str, lang: str = "en") -> str:
+        return self.settings.card_url(topic, lang)
+
+    def evidence(self, topic: str) -> dict | None:
+        try:
+            from evaluators.verify.api import latest_evidence
+        except ImportError:
+            return None
+        try:
+            return latest_evidence(topic)
+        except Exception:  # evidence is a bonus; never let it break an answer
+            log.exception("reading evidence for %s failed", topic)
+            return None
+
+    # ---- the one entry point --------------------------------------------------------------------
+    def ask(self, question: str, history: list[Turn] | None = None, mode: str | None = None) -> Answer:
+        t0 = time.perf_counter()
+        if question is None or not str(question).strip():
+            raise UsageError("the question is empty.", 'Ask something, e.g. jaxmem ask "Why does JAX take 75% of my GPU?"')
+        notes = []
+        if len(question) > MAX_QUESTION_CHARS:
+            notes.append(f"question truncated from {len(question):,} to {MAX_QUESTION_CHARS:,} characters")
+            question = question[:MAX_QUESTION_CHARS]
+        history = history or []
+        prev_user = next((t for t in reversed(history) if t.role == "user"), None)
+        prev_lang = next((t.language for t in reversed(history) if t.language), None)
+
+        blocks = code_blocks(question)
+        text = _FENCE.sub(" ", question).strip()
+        lang, _conf = detect(text or question, previous=prev_lang)
+        t1 = time.perf_counter()
+
+        findings = self._review(blocks) if blocks else []
+        query = text[:MAX_QUERY_CHARS] or question[:MAX_QUERY_CHARS]
+        if prev_user and len(prose(text).split()) <= FOLLOW_UP_WORDS:
+            # A short follow-up ("and on TPU?") only makes sense with the previous question.
+            query = f"{prev_user.content[:MAX_QUERY_CHARS]}\n{query}"
+        hits, seed_hits = self.retriever.search(query, lang, k=5, mode=mode)
+        t2 = time.perf_counter()
+
+        finding_topics = list(dict.fromkeys(f["topic"] for f in findings if f.get("topic")))
+        relevant = bool(hits) and hits[0].dense >= ABSTAIN_BELOW
+        if not relevant and not finding_topics:
+            closest = [(h.card, self._title(h.card, lang), self.card_url(h.card, self._pick_lang(h.card, lang)[0]))
+                       for h in hits[:3]]
+            ans = Answer(question=question, language=lang, answer=compose_abstention(self._ui_lang(lang), closest),
+                         citations=[], abstained=True, answer_language=self._ui_lang(lang), closest=[c[0] for c in closest],
+                         notes=notes)
+            ans.timings_ms = _ms(t0, t1, t2)
+            return ans
+
+        ordered = finding_topics + [h.card for h in hits if h.card not in finding_topics and relevant]
+        scores = {h.card: h.score for h in hits}
+        citations, cards = [], []
+        for topic in ordered[:3]:
+            card_lang, fallback = self._pick_lang(topic, lang)
+            card = self.card(topic, card_lang)
+            if card is None:
+                continue
+            cards.append((card, fallback))
+            citations.append(Citation(card=topic, title=card.meta.title, language=card.lang,
+                                      score=round(float(scores.get(topic, 0.0)), 4), sources=list(card.meta.sources),
+                                      summary=card.meta.summary, url=self.card_url(topic, card.lang),
+                                      evidence=self.evidence(topic)))
+        main, fallback = cards[0]
+        claims = self._seed_claims(seed_hits, main.id, main.lang)
+        note = label("en", "fallback", language=_language_name(lang)) if fallback else ""
+        body = compose_card_answer(main.lang, main, [c for c, _ in cards[1:]], citations, claims, self.card_url, note)
+        if blocks:
+            body = compose_review(main.lang, findings) + "\n\n---\n\n" + body
+        ans = Answer(question=question, language=lang, answer=body, citations=citations, abstained=False,
+                     answer_language=main.lang, fallback=fallback, findings=findings, seed_claims=claims, notes=notes)
+        ans.timings_ms = _ms(t0, t1, t2)
+        return self._maybe_llm(ans, cards)
+
+    # ---- helpers --------------------------------------------------------------------------------
+    def _ui_lang(self, lang: str) -> str:
+        return lang if lang in self.layout.languages else "en"
+
+    def _pick_lang(self, topic: str, lang: str) -> tuple[str, bool]:
+        if lang in self.layout.languages and self.layout.card_path(topic, lang).exists():
+            return lang, False
+        return "en", lang != "en"
+
+    def _title(self, topic: str, lang: str) -> str:
+        card = self.card(topic, self._pick_lang(topic, lang)[0])
+        return card.meta.title if card else topic
+
+    def _seed_claims(self, seed_hits, topic: str, lang: str) -> list[SeedClaim]:
+        claims = []
+        for hit in seed_hits[:8]:
+            m = hit.metadata
+            item = self.audit.get((m.get("seed"), str(m.get("claim"))))
+            if not item or item.get("card") != topic or hit.score < ABSTAIN_BELOW:
+                continue
+            expl = item.get("explanation") or {}
+            claims.append(SeedClaim(seed=m["seed"], claim=str(m["claim"]), verdict=item.get("verdict", ""),
+                                    card=topic, quote=item.get("quote", ""),
+                                    explanation=expl.get(lang) or expl.get("en", "")))
+        return claims[:2]
+
+    def _review(self, blocks: list[str]) -> list[dict]:
+        try:
+            from evaluators.review.api import review_source
+        except ImportError:
+            return []
+        findings = []
+        for i, block in enumerate(blocks, 1):
+            name = "<pasted>" if len(blocks) == 1 else f"<pasted block {i}>"
+            for f in review_source(block, filename=name):
+                findings.append(f.to_dict() if hasattr(f, "to_dict") else dict(f))
+        return findings
+
+    def _maybe_llm(self, ans: Answer, cards) -> Answer:
+        if not self.settings.llm:
+            return ans
+        from app.llm import llm_answer
+
+        return llm_answer(self.settings, ans, [c for c, _ in cards])
+
+
+def _language_name(code: str) -> str:
+    names = {"pl": "Polish", "nl": "Dutch", "ru": "Russian", "ko": "Korean", "tr": "Turkish", "da": "Danish",
+             "nb": "Norwegian", "fi": "Finnish", "cs": "Czech", "hu": "Hungarian", "ro": "Romanian", "el": "Greek",
+             "vi": "Vietnamese", "id": "Indonesian", "ar": "Arabic", "hi": "Hindi", "he": "Hebrew"}
+    return f"{names.get(code, code)} ({code})"
+
+
+def _ms(t0: float, t1: float, t2: float) -> dict:
+    t3 = time.perf_counter()
+    return {"detect": round((t1 - t0) * 1000, 1), "retrieve": round((t2 - t1) * 1000, 1),
+            "total": round((t3 - t0) * 1000, 1)}

