@@ -29,6 +29,8 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _SYNC_METHODS = ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist",
                  "__array__", "__str__", "__repr__", "__format__", "tobytes")
 
+_NUMPY_CONVERTERS = ("asarray", "array", "asanyarray", "ascontiguousarray", "copy")
+
 
 def _mark(text: str) -> None:
     # Flush Python's buffers first so the marker lands after everything written before it.
@@ -62,6 +64,12 @@ class Hooks:
             if original is not None:
                 setattr(ArrayImpl, name, self._sync_wrapper(original, name))
         jax.device_get = self._sync_wrapper(jax.device_get, "jax.device_get")
+        # NumPy reads CPU arrays through the buffer protocol, never calling `__array__`, so
+        # the conversion functions themselves are wrapped (only jax.Array arguments count).
+        import numpy as np
+        for name in _NUMPY_CONVERTERS:
+            setattr(np, name, self._sync_wrapper(getattr(np, name), f"np.{name}",
+                                                 only_if=lambda a, *_r, **_k: isinstance(a, jax.Array)))
 
         original_put = jax.device_put
 
@@ -84,12 +92,12 @@ class Hooks:
                 self._depth.put = 0
         jax.device_put = device_put
 
-    def _sync_wrapper(self, original, name: str):
+    def _sync_wrapper(self, original, name: str, only_if=None):
         hooks = self
 
         def wrapper(*args, **kwargs):
             depth = getattr(hooks._depth, "sync", 0)
-            if hooks.active and depth == 0:
+            if hooks.active and depth == 0 and (only_if is None or (args and only_if(*args, **kwargs))):
                 hooks._record_sync(name)
             hooks._depth.sync = depth + 1
             try:
