@@ -1,0 +1,1 @@
+"""Streamlit pages of the web chat and the helpers they share (see app/web.py)."""

@@ -1,0 +1,92 @@
+"""Verifier evidence for a cited card: stored records drawn as before/after bars, and a button that
+runs the card's snippet pair on this machine. The verifier does the work; this only draws it."""
+from __future__ import annotations
+
+import streamlit as st
+
+from app.pages import shared
+from ingest.config import Settings
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def pair_topics() -> set[str]:
+    """Topics with a runnable snippet pair; empty (and logged) when the pairs cannot be read."""
+    try:
+        from evaluators.verify.api import pairs
+
+        return {p.topic for p in pairs(Settings()).values()}
+    except Exception:  # a broken manifest hides the button; `jaxmem corpus check` names the file
+        shared.log.exception("reading snippet pairs failed")
+        return set()
+
+
+def section(topic: str, stored: dict | None, key: str) -> None:
+    """Evidence for one cited card: this session's run if any, else the stored record."""
+    runs = st.session_state.setdefault("verified", {})
+    if topic in pair_topics() and st.button("Verify on this machine", key=key, icon=":material/science:"):
+        record = _run(topic)
+        if record is not None:
+            runs[topic] = record
+    record = runs.get(topic) or stored
+    if record:
+        show_record(record)
+    elif topic in pair_topics():
+        st.caption("No stored evidence for this card yet: verify it on this machine.")
+
+
+def _run(topic: str) -> dict | None:
+    from evaluators.verify.api import verify_topic
+
+    with st.status(f"Verifying {topic} on this machine...", expanded=True) as status:
+        try:
+            opts = shared.verify_options()
+            steps = 2 * opts["repeats"]
+            bar = st.progress(0.0, text="measuring the empty-snippet baseline")
+            done = []
+
+            def progress(message: str) -> None:
+                done.append(message)
+                bar.progress(min(len(done) / steps, 1.0), text=message)
+
+            # fresh: the button promises a run here, not a cached answer.
+            record = verify_topic(topic, repeats=opts["repeats"], fresh=True, limits=opts["limits"],
+                                  progress=progress)
+        except Exception as exc:
+            status.update(label=f"Verification of {topic} failed", state="error", expanded=True)
+            shared.show_error(exc, f"verify {topic}")
+            return None
+        status.update(label=f"Verified {topic}: {record['verdict']}", state="complete", expanded=False)
+    return record
+
+
+def where(record: dict) -> str:
+    from evaluators.verify.report import where as _where
+
+    return _where(record)
+
+
+def show_record(record: dict) -> None:
+    from evaluators.verify.metrics import METRICS, format_value
+    from evaluators.verify.verdicts import ERROR, NOT_MEASURABLE
+
+    origin = record.get("origin") or "this session"
+    st.markdown(f"**Evidence: {record.get('verdict')}** on {where(record)} "
+                f"({origin}, {record.get('date', '?')}, {record.get('repeats', '?')} repeat(s))")
+    backend = record.get("backend") or "this backend"
+    for m in record.get("metrics", []):
+        metric = METRICS.get(m["metric"])
+        label = m.get("label") or m["metric"]
+        if m["verdict"] == NOT_MEASURABLE:
+            st.info(f"{label}: not measurable on {backend}; needs {' or '.join(m.get('backends') or ['another backend'])}.")
+            continue
+        if m["verdict"] == ERROR or m.get("before") is None or m.get("after") is None:
+            st.error(f"{label}: {m.get('reason') or 'no measurement'}")
+            continue
+        unit = metric.unit if metric else ""
+        st.bar_chart({"run": ["before", "after"], label: [m["before"], m["after"]]}, x="run", y=label,
+                     x_label=f"{where(record)}", y_label=f"{label} ({unit})", height=220)
+        fmt = (lambda v: format_value(metric, v)) if metric else str
+        st.caption(f"{label}: {fmt(m['before'])} -> {fmt(m['after'])}; expected to {m.get('expect')}: "
+                   f"**{m['verdict']}**" + (f" ({m['reason']})" if m.get("reason") else ""))
+    for err in record.get("errors") or []:
+        st.error(f"The {err.get('side')} snippet failed: {err.get('error')}")

@@ -1,0 +1,66 @@
+"""Review: paste code or upload .py / .ipynb files; findings by line, linked to the cards; optionally
+run the code in the verifier's sandbox to count transfers; JSON and SARIF to download."""
+import streamlit as st
+
+from app.pages import review_view as view
+from app.pages import shared
+
+st.title("Review code for memory and transfer problems")
+paste_tab, upload_tab = st.tabs(["Paste code", "Upload files"])
+pasted = paste_tab.text_area("Python code", height=260, key="paste",
+                             placeholder="for x in batches:\n    loss = float(step(x))")
+uploads = upload_tab.file_uploader("Python files or notebooks", type=list(view.SUFFIXES),
+                                   accept_multiple_files=True, key="uploads")
+run_it = st.checkbox("Also run it and count transfers (an isolated child process on this machine)", key="run")
+
+if st.button("Review", type="primary", icon=":material/search:"):
+    sources = ([view.from_paste(pasted)] if pasted.strip() else []) + \
+              [view.from_upload(u.name, u.getvalue()) for u in uploads or []]
+    result = {"sources": sources, "findings": [], "objects": [], "runs": {}, "failed": []}
+    api = shared.review_api()
+    for src in sources:
+        if src.problems or api is None:
+            continue
+        try:
+            found = list(api.review_source(src.text, src.name))
+            result["objects"] += found  # the formatters take the reviewer's own objects
+            result["findings"] += [f.to_dict() for f in found]
+            if run_it and src.cells is None:
+                from evaluators.verify.api import verify_script
+
+                with st.spinner(f"Running {src.name} in the sandbox..."):
+                    result["runs"][src.name] = verify_script(src.text, limits=shared.verify_options()["limits"])
+        except Exception as exc:
+            result["failed"].append((src.name, exc))
+    st.session_state["review"] = result
+    if not sources:
+        st.warning("Nothing to review: paste code or upload .py / .ipynb files first.")
+
+result = st.session_state.get("review")
+if result:
+    for src in result["sources"]:
+        for problem in src.problems:
+            st.error(problem)
+    for name, exc in result["failed"]:
+        shared.show_error(exc, f"review {name}")
+    findings = result["findings"]
+    reviewed = [s for s in result["sources"] if not s.problems]
+    if reviewed:
+        st.subheader(f"{len(findings)} finding(s) in {len(reviewed)} file(s)")
+    if findings:
+        view.findings_table(findings)
+        for src in reviewed:
+            view.show_source(src, findings)
+        api = shared.review_api()
+        if api is not None:
+            left, right = st.columns(2)
+            left.download_button("Download JSON", api.format_json(result["objects"]), "jaxmem-review.json",
+                                 "application/json", on_click="ignore", icon=":material/download:")
+            right.download_button("Download SARIF", api.format_sarif(result["objects"]), "jaxmem-review.sarif",
+                                  "application/sarif+json", on_click="ignore", icon=":material/download:")
+    elif reviewed:
+        st.success("No findings: nothing in this code matches a known memory or transfer problem.")
+    for name, run in result["runs"].items():
+        view.show_run(name, run)
+    if run_it and any(s.cells is not None for s in reviewed):
+        st.caption("Notebooks are reviewed but not run; export one as .py to run it.")

@@ -1,0 +1,130 @@
+"""Review page parts: turning pasted text and uploads into sources, and drawing the results.
+
+Input checks live here because they are about what a browser can send (bytes of any kind, any
+size); what counts as a problem in the code is the reviewer's business.
+"""
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+MAX_SOURCE_CHARS = 300_000  # per file; a real module is far smaller, and the table stays readable
+CONTEXT_LINES = 2
+MAX_SHOWN_LINES = 400
+SUFFIXES = ("py", "ipynb")
+RUN_METRICS = ("h2d_transfers", "implicit_h2d_transfers", "d2h_transfers", "host_syncs",
+               "compile_count", "peak_rss", "wall_time")
+
+
+@dataclass
+class Source:
+    name: str
+    text: str
+    cells: list[str] | None = None  # code cells of a notebook, as the reviewer numbers them
+    problems: list[str] = field(default_factory=list)
+
+
+def from_paste(text: str) -> Source:
+    src = Source("<pasted>", text)
+    if len(text) > MAX_SOURCE_CHARS:
+        src.problems.append(f"The pasted code has {len(text):,} characters; at most {MAX_SOURCE_CHARS:,} "
+                            "are reviewed at once. Paste the part you want reviewed, or upload the files.")
+    return src
+
+
+def from_upload(name: str, data: bytes) -> Source:
+    src = Source(name, "")
+    suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if suffix not in SUFFIXES:
+        src.problems.append(f"{name}: only .py and .ipynb files can be reviewed; got '.{suffix}'.")
+        return src
+    try:
+        if b"\x00" in data:
+            raise UnicodeDecodeError("utf-8", data, data.index(b"\x00"), data.index(b"\x00") + 1, "NUL byte")
+        src.text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        src.problems.append(f"{name} is not a text file (byte {exc.start}: {exc.reason}); "
+                            "upload Python source (.py) or a Jupyter notebook (.ipynb) saved as UTF-8.")
+        return src
+    if len(src.text) > MAX_SOURCE_CHARS:
+        src.problems.append(f"{name} has {len(src.text):,} characters; at most {MAX_SOURCE_CHARS:,} are reviewed.")
+    elif suffix == "ipynb":
+        src.cells = _notebook_cells(src)
+    return src
+
+
+def _notebook_cells(src: Source) -> list[str] | None:
+    try:
+        nb = json.loads(src.text)
+        cells = nb["cells"]
+        return ["".join(c.get("source", "")) if isinstance(c.get("source"), list) else str(c.get("source", ""))
+                for c in cells]
+    except json.JSONDecodeError as exc:
+        src.problems.append(f"{src.name} is not a valid notebook: broken JSON at line {exc.lineno}, column "
+                            f"{exc.colno} ({exc.msg}). Open and re-save it in Jupyter, or upload it as .py.")
+    except (KeyError, TypeError, AttributeError):
+        src.problems.append(f"{src.name} is JSON but not a Jupyter notebook (no 'cells' list).")
+    return None
+
+
+def findings_table(findings: list[dict]) -> None:
+    rows = [{"file": f["path"], "cell": f.get("cell"), "line": f["line"], "rule": f"{f['code']} {f['name']}",
+             "severity": f["severity"], "message": f["message"], "card": f.get("url") or None} for f in findings]
+    has_cells = any(r["cell"] is not None for r in rows)
+    st.dataframe(rows, hide_index=True, width="stretch", column_order=[
+        c for c in ("file", "cell", "line", "rule", "severity", "message", "card") if c != "cell" or has_cells],
+        column_config={"card": st.column_config.LinkColumn("card", display_text="open card")})
+
+
+def highlighted(lines: list[str], marks: dict[int, str]) -> None:
+    """The offending lines with a little context, marked; long files show only the windows."""
+    keep = sorted({n for line in marks for n in range(line - CONTEXT_LINES, line + CONTEXT_LINES + 1)
+                   if 1 <= n <= len(lines)})[:MAX_SHOWN_LINES]
+    out, prev = [], 0
+    for n in keep:
+        if prev and n != prev + 1:
+            out.append('<span style="opacity:.5">...</span>')
+        text = html.escape(lines[n - 1]) or " "
+        if n in marks:
+            out.append(f'<span class="jm-hit" title="{html.escape(marks[n])}" style="background:#ffe08a;'
+                       f'display:block;color:#000">{n:>5}  {text}</span>')
+        else:
+            out.append(f"<span>{n:>5}  {text}</span>")
+        prev = n
+    st.html(f'<pre class="jm-code" style="font-size:0.8rem;line-height:1.35;overflow-x:auto">{chr(10).join(out)}</pre>')
+
+
+def show_source(src: Source, findings: list[dict]) -> None:
+    mine = [f for f in findings if f["path"] == src.name]
+    if not mine:
+        return
+    if src.cells is None:
+        highlighted(src.text.splitlines(), {f["line"]: f["code"] for f in mine})
+        return
+    for cell in sorted({f.get("cell") or 0 for f in mine}):
+        if 1 <= cell <= len(src.cells):
+            st.caption(f"cell {cell}")
+            highlighted(src.cells[cell - 1].splitlines(),
+                        {f["line"]: f["code"] for f in mine if f.get("cell") == cell})
+
+
+def show_run(name: str, result: dict) -> None:
+    from evaluators.verify.metrics import METRICS, format_value
+    from evaluators.verify.report import where
+
+    st.markdown(f"**Run of {name}** on {where(result)}")
+    if result.get("error"):
+        st.error(f"The code failed when run: {result['error']}")
+    rows = []
+    for key in RUN_METRICS:
+        value = result.get(key)
+        shown = f"not measurable on {result.get('backend')}" if value is None else format_value(METRICS[key], value)
+        rows.append({"metric": METRICS[key].label, "value": shown})
+    st.dataframe(rows, hide_index=True)
+    syncs = result.get("host_sync_lines") or []
+    if syncs:
+        st.markdown("Host sync points by line:\n" + "\n".join(
+            f"- line {s['line'] or '?'}: {s['count']}x `{(s.get('source') or '').strip()}`" for s in syncs))

@@ -1,0 +1,98 @@
+"""What every page shares: the heavy objects (built once per process) and the error box.
+
+Pages call the advisor, the reviewer and the verifier through here and nothing else; they never
+open the store themselves. Optional parts (reviewer, verifier) are imported when first used, so a
+missing one disables its feature with a message instead of breaking the app.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import streamlit as st
+
+from ingest.config import Settings
+from ingest.errors import JaxmemError, UsageError
+
+log = logging.getLogger("jaxmem.web")
+
+VERIFY_TIMEOUT_ENV = "JAXMEM_VERIFY_TIMEOUT"  # seconds per child run (default 60)
+VERIFY_REPEATS_ENV = "JAXMEM_VERIFY_REPEATS"  # before/after repeats per card (default 3)
+
+
+@st.cache_resource(show_spinner="Loading the knowledge base (first start only)...")
+def advisor():
+    """One advisor per process: the embedder, the store and the BM25 index load once."""
+    from app.advisor import Advisor
+    from ingest.pipeline import ensure_index
+
+    settings = Settings()
+    ensure_index(settings, show_progress=False)
+    adv = Advisor(settings)
+    adv.warm()
+    return adv
+
+
+@st.cache_resource
+def feedback_store():
+    from app.feedback import FeedbackStore
+
+    return FeedbackStore.default(Settings())
+
+
+@st.cache_resource(show_spinner=False)
+def runtime() -> dict:
+    """JAX version, backend and devices of this process, for the sidebar and evidence labels."""
+    try:
+        import jax
+
+        return {"jax": jax.__version__, "backend": jax.default_backend(),
+                "devices": [f"{d.platform}:{d.id} ({d.device_kind})" for d in jax.devices()]}
+    except Exception as exc:  # a broken accelerator plugin must not take the app down
+        log.exception("reading JAX devices failed")
+        return {"jax": "?", "backend": "?", "devices": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def index_status() -> dict | None:
+    # Through the advisor's store, so the app holds a single Chroma client.
+    return advisor().store.info()
+
+
+def verify_options() -> dict:
+    """Limits for verifier runs from the environment, read at call time (tests shorten them)."""
+    from evaluators.verify.sandbox import Limits
+
+    out = {}
+    for name, key, default, cast in ((VERIFY_TIMEOUT_ENV, "timeout", 60.0, float),
+                                     (VERIFY_REPEATS_ENV, "repeats", 3, int)):
+        raw = os.environ.get(name)
+        try:
+            value = cast(raw) if raw else default
+            if value <= 0:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"{name}={raw!r} is not valid.", f"Set it to a positive {cast.__name__}, "
+                             f"or unset it for the default {default}.") from None
+        out[key] = value
+    return {"limits": Limits(timeout_s=out["timeout"]), "repeats": out["repeats"]}
+
+
+def review_api():
+    """The reviewer's library surface, or None (with the reason shown) when it is unavailable."""
+    try:
+        from evaluators.review import api
+    except ImportError as exc:
+        st.error(f"The code reviewer is not available in this installation ({exc}).")
+        return None
+    return api
+
+
+def show_error(exc: BaseException, doing: str) -> None:
+    """A clear message in the page, never a traceback; the app keeps running."""
+    if isinstance(exc, JaxmemError):
+        st.error(f"Could not {doing}: {exc.message}" + (f"\n\n{exc.hint}" if exc.hint else ""))
+        return
+    log.exception("while trying to %s", doing)
+    st.error(f"Could not {doing}: {type(exc).__name__}: {str(exc)[:300]}\n\n"
+             "The app still works; the details are in the server log.")

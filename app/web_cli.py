@@ -1,0 +1,50 @@
+"""`jaxmem web`: start the Streamlit chat on 127.0.0.1 (loaded lazily by app/cli.py)."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from app.cli import friendly
+from ingest.errors import UsageError
+
+ENTRY = Path(__file__).with_name("web.py")
+HOST = "127.0.0.1"  # local only: the app runs code for anyone who can reach it (Review > run)
+
+
+def port_free(port: int, host: str = HOST) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def streamlit_argv(port: int) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.address", HOST,
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+
+
+@click.command("web")
+@click.option("--port", type=click.IntRange(1, 65535), default=8501, show_default=True,
+              help="Port on 127.0.0.1 to serve the app on.")
+@friendly
+def command(port: int) -> None:
+    """Start the web chat (ask, verify, review) at http://127.0.0.1:PORT.
+
+    Uses the embedded store under JAXMEM_DATA_DIR and builds the index on first start.
+
+    Example: jaxmem web --port 8502
+    """
+    if not port_free(port):
+        raise UsageError(f"port {port} on {HOST} is already in use.", "Stop what uses it, or pick another: jaxmem web --port 8502")
+    click.echo(f"jaxmem web: http://{HOST}:{port}  (Ctrl-C stops it)", err=True)
+    try:
+        code = subprocess.call(streamlit_argv(port))
+    except KeyboardInterrupt:
+        code = 0  # Streamlit got the same Ctrl-C and shut down cleanly
+    sys.exit(code)
