@@ -1,0 +1,182 @@
+"""The library surface: what the CLI, the advisor, the web app and Slack call.
+
+    review_source(code)            -> list[Finding]       (pasted code)
+    review_paths(["src/"])         -> ReviewResult         (files, directories, notebooks)
+    review_question(text)          -> list[Finding]       (fenced code blocks in a question)
+    format_text/json/sarif/markdown(findings, notes, ...)
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+
+from evaluators.review import engine, inputs, notebook, registry
+from evaluators.review.config import DEFAULT_MAX_BYTES
+from evaluators.review.finding import Finding, Note
+from evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
+from evaluators.review.rule import Rule
+
+__all__ = ["Finding", "Note", "ReviewResult", "review_source", "review_paths", "review_question",
+           "extract_code_blocks", "format_text", "format_json", "format_sarif", "format_markdown", "FORMATS"]
+
+PARALLEL_MIN_FILES = 200  # below this, starting workers costs more than it saves
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3|ipython)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def card_url_factory() -> Callable[[str], str]:
+    from ingest.config import Settings
+
+    settings = Settings()
+    return settings.card_url
+
+
+@dataclass
+class ReviewResult:
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    files: int = 0  # files actually reviewed (parsed or attempted)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.findings else 0
+
+
+def review_source(source: str, filename: str = "<pasted>", *, select: Sequence[str] | None = None,
+                  ignore: Sequence[str] | None = None, rules: Sequence[Rule] | None = None,
+                  card_url: Callable[[str], str] | None = None) -> list[Finding]:
+    """Findings for one piece of Python source (a pasted snippet or a file's text)."""
+    rules = list(rules) if rules is not None else registry.select(list(select or []), list(ignore or []))
+    return engine.check_source(source, filename, rules, card_url or card_url_factory())
+
+
+def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Callable[[str], str]) -> list[Finding]:
+    try:
+        nb = notebook.load(text)
+    except notebook.NotebookError as exc:
+        return [engine.parse_error(path, SyntaxError(f"notebook {exc}"), [], card_url)]
+    findings = engine.check_source(nb.source, path, rules, card_url)
+    for f in findings:
+        f.cell, f.line = nb.locate(f.line)
+    return findings
+
+
+def _review_one(path: str, rules: Sequence[Rule], card_url, max_bytes: int) -> tuple[list[Finding], list[Note]]:
+    loaded = inputs.read(path, max_bytes)
+    notes = [loaded.note] if loaded.note else []
+    if loaded.text is None or not loaded.text.strip():
+        return [], notes
+    if path.endswith(".ipynb"):
+        return review_notebook(loaded.text, path, rules, card_url), notes
+    return engine.check_source(loaded.text, path, rules, card_url), notes
+
+
+# Worker state for the process pool: rules and the card base are sent once per worker.
+_W: dict = {}
+
+
+def _init_worker(codes: list[str], card_url: Callable[[str], str], max_bytes: int) -> None:
+    by_code = registry.by_code()
+    _W["rules"] = [by_code[c] for c in codes]
+    _W["card_url"] = card_url
+    _W["max_bytes"] = max_bytes
+
+
+def _work(paths: list[str]) -> list[tuple[list[Finding], list[Note]]]:
+    return [_review_one(p, _W["rules"], _W["card_url"], _W["max_bytes"]) for p in paths]
+
+
+def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
+                 exclude: Sequence[str] = (), max_file_size: int = DEFAULT_MAX_BYTES, respect_gitignore: bool = True,
+                 jobs: int | None = None, progress: bool | None = None) -> ReviewResult:
+    """Review files, directories (recursive) and notebooks; `-` reads standard input."""
+    rules = registry.select(list(select or []), list(ignore or []))
+    card_url = card_url_factory()  # a bound method of Settings: picklable for the workers
+    result = ReviewResult()
+    file_paths: list[str] = []
+    disk = [p for p in paths if p != "-"]
+    found, notes = inputs.discover(disk, list(exclude), respect_gitignore)
+    result.notes.extend(notes)
+    if "-" in paths:
+        loaded = inputs.decode("<stdin>", sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode())
+        if loaded.note:
+            result.notes.append(loaded.note)
+        if loaded.text is not None and loaded.text.strip():
+            result.findings.extend(engine.check_source(loaded.text, "<stdin>", rules, card_url))
+        result.files += 1
+    file_paths.extend(found)
+    result.files += len(file_paths)
+    jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+    show = progress if progress is not None else (sys.stderr.isatty() and len(file_paths) >= 50)
+    bar = _progress(len(file_paths), show)
+    if jobs > 1 and len(file_paths) >= PARALLEL_MIN_FILES:
+        chunk = max(16, len(file_paths) // (jobs * 8))
+        batches = [file_paths[i:i + chunk] for i in range(0, len(file_paths), chunk)]
+        ctx = get_context("fork") if sys.platform == "linux" else get_context("spawn")
+        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+                                 initargs=([r.code for r in rules], card_url, max_file_size)) as pool:
+            for outcome in pool.map(_work, batches):
+                for findings, notes in outcome:
+                    result.findings.extend(findings)
+                    result.notes.extend(notes)
+                bar.update(len(outcome))
+    else:
+        for path in file_paths:
+            findings, notes = _review_one(path, rules, card_url, max_file_size)
+            result.findings.extend(findings)
+            result.notes.extend(notes)
+            bar.update(1)
+    bar.close()
+    result.findings.sort(key=Finding.sort_key)
+    return result
+
+
+def _progress(total: int, show: bool):
+    if show:
+        from tqdm import tqdm
+
+        return tqdm(total=total, unit="file", file=sys.stderr, desc="jaxmem review", leave=False)
+    return _NoBar()
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def extract_code_blocks(text: str) -> list[str]:
+    """Python from a chat message: fenced blocks; else the whole text if it parses and uses jax."""
+    blocks = [b for b in _FENCE.findall(text) if b.strip()]
+    if blocks:
+        return blocks
+    stripped = text.strip()
+    if ("import jax" in stripped or "from jax" in stripped) and _parses(stripped):
+        return [stripped]
+    return []
+
+
+def _parses(src: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(src)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def review_question(question: str, **kwargs) -> list[Finding]:
+    """Findings for the code blocks pasted in a question (`block N` names each one)."""
+    blocks = extract_code_blocks(question)
+    findings: list[Finding] = []
+    for i, block in enumerate(blocks, 1):
+        name = "<pasted>" if len(blocks) == 1 else f"<pasted block {i}>"
+        findings.extend(review_source(block, name, **kwargs))
+    return findings

@@ -1,0 +1,116 @@
+"""`jaxmem review`: a thin adapter from the command line to `evaluators.review.api`."""
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import click
+
+from evaluators.review import api, config, registry
+from evaluators.review.registry import SelectionError
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def rules_table() -> str:
+    """The rule list, generated from the rule modules (never written by hand elsewhere)."""
+    rows = ["| code | name | topic | severity | message |", "|---|---|---|---|---|"]
+    for r in registry.all_rules():
+        rows.append(f"| {r.code} | {r.name} | {r.topic} | {r.severity} | {r.message} |")
+    return "\n".join(rows) + "\n"
+
+
+@click.command("review")
+@click.argument("paths", nargs=-1, type=str)
+@click.option("--format", "fmt", type=click.Choice(api.FORMATS), default="text", show_default=True,
+              help="Output format: text (path:line:col: CODE message), json, sarif (GitHub code scanning), markdown.")
+@click.option("--select", multiple=True, help="Only these codes or prefixes (comma-separated, repeatable), e.g. JM1,JM401.")
+@click.option("--ignore", multiple=True, help="Skip these codes or prefixes (comma-separated, repeatable).")
+@click.option("--exclude", multiple=True, help="Glob of paths to skip inside directories (repeatable).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True),
+              help="pyproject.toml to read [tool.jaxmem] from (default: the nearest one).")
+@click.option("--no-gitignore", is_flag=True, help="Review files that .gitignore excludes too.")
+@click.option("--show-fixes", is_flag=True, help="Text format: print the source line, the fix and the card link.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
+@click.option("--run", "run_path", type=click.Path(dir_okay=False),
+              help="Also run this script in the verifier's isolation and attach measured counts to its findings.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=None, help="Worker processes for large batches.")
+@click.option("--list-rules", is_flag=True, help="Print the rule table (Markdown) and exit.")
+@click.option("--explain", metavar="CODE", help="Print one rule's documentation and exit.")
+def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, show_fixes, output, run_path,
+            jobs, list_rules, explain):
+    """Review Python files, directories and notebooks for JAX memory and transfer anti-patterns.
+
+    Each finding links to the advice card that explains it. Use `-` (or no path with piped
+    input) to review code from standard input. Exit status: 0 no findings, 1 findings,
+    2 usage or internal error.
+
+    \b
+    Examples:
+      jaxmem review train.py notebooks/
+      pbpaste | jaxmem review -
+      jaxmem review src/ --format sarif -o jaxmem.sarif
+      jaxmem review --select JM1 --ignore JM104 train.py
+      jaxmem review --run train.py train.py
+    """
+    try:
+        if list_rules:
+            click.echo(rules_table(), nl=False)
+            return
+        if explain:
+            rule = registry.by_code().get(explain.strip().upper())
+            if rule is None:
+                raise click.UsageError(f"unknown rule {explain!r}; valid codes: {', '.join(registry.by_code())}")
+            click.echo(textwrap.dedent(rule.doc))
+            click.echo(f"\ntopic: {rule.topic}    severity: {rule.severity}")
+            return
+        paths = list(paths)
+        if run_path and run_path not in paths:
+            paths.append(run_path)
+        if not paths:
+            if sys.stdin.isatty():
+                raise click.UsageError("give files, directories or notebooks to review, or `-` for standard input")
+            paths = ["-"]
+        cfg_file = Path(config_path) if config_path else config.find_pyproject(Path(paths[0] if paths[0] != "-" else "."))
+        cfg = config.load(cfg_file)
+        sel = _split(select) or cfg.select
+        ign = [*cfg.ignore, *_split(ignore)]
+        result = api.review_paths(paths, select=sel, ignore=ign, exclude=[*cfg.exclude, *exclude],
+                                  max_file_size=cfg.max_file_size, respect_gitignore=not no_gitignore,
+                                  jobs=jobs)
+        notes = list(result.notes)
+        run_line = None
+        if run_path:
+            from evaluators.review import dynamic
+
+            run_result, _touched = dynamic.confirm(result.findings, run_path)
+            run_line = dynamic.run_summary(run_result)
+        report = _render(fmt, result, notes, sel, ign, show_fixes)
+        if run_line and fmt in ("text", "markdown"):
+            report += run_line + "\n"
+        if output:
+            Path(output).write_text(report, encoding="utf-8")
+        else:
+            click.echo(report, nl=False)
+        sys.exit(result.exit_code)
+    except (SelectionError, config.ConfigError) as exc:
+        raise click.UsageError(str(exc)) from None
+    except (click.ClickException, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # the user gets a message, never a traceback; exit 2 = internal error
+        click.echo(f"jaxmem review: internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(2)
+
+
+def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: bool) -> str:
+    if fmt == "json":
+        return api.format_json(result.findings, notes, files=result.files)
+    if fmt == "sarif":
+        return api.format_sarif(result.findings, notes, rules=registry.select(sel, ign),
+                                card_url=api.card_url_factory())
+    if fmt == "markdown":
+        return api.format_markdown(result.findings, notes, files=result.files)
+    return api.format_text(result.findings, notes, verbose=show_fixes, files=result.files)

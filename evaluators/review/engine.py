@@ -1,0 +1,142 @@
+"""Parse once, build the shared analysis, walk once, let every selected rule look."""
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterable
+
+from evaluators.review import context
+from evaluators.review.finding import Finding
+from evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx, Rule
+
+PARSE_ERROR_CODE = "JM001"
+_FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_BODY_FIELDS = ("body", "orelse", "finalbody")
+_SUPPRESS = re.compile(r"#\s*jaxmem:\s*ignore(?:\[([A-Za-z0-9_,\s]+)\])?")
+
+
+class _Walker:
+    def __init__(self, rules: list[Rule], ctx: Ctx):
+        self.ctx = ctx
+        self.dispatch: dict[type, list[Rule]] = {}
+        for rule in rules:
+            for t in rule.node_types:
+                self.dispatch.setdefault(t, []).append(rule)
+        self.body_rules = [r for r in rules if r.wants_bodies]
+
+    def walk(self, node: ast.AST) -> None:
+        ctx = self.ctx
+        t = type(node)
+        ctx.stack.append(node)
+        for rule in self.dispatch.get(t, ()):
+            rule.check(node, ctx)
+        if t in _FUNC_TYPES:
+            saved = ctx.scope, ctx.loops
+            for dec in getattr(node, "decorator_list", ()):
+                self.walk(dec)
+            ctx.scope, ctx.loops = ctx.analysis.scopes[node], []
+            if t is ast.Lambda:
+                self.walk(node.body)
+            else:
+                self.body(node.body)
+            ctx.scope, ctx.loops = saved
+        elif t in LOOP_TYPES:
+            if t is ast.While:
+                ctx.loops.append(node)
+                self.walk(node.test)
+            else:
+                self.walk(node.target)
+                self.walk(node.iter)  # evaluated once, before the first iteration
+                ctx.loops.append(node)
+            self.body(node.body)
+            ctx.loops.pop()
+            self.body(node.orelse)
+        elif t in COMPREHENSIONS:
+            gens = node.generators
+            self.walk(gens[0].iter)
+            ctx.loops.append(node)
+            for i, gen in enumerate(gens):
+                self.walk(gen.target)
+                if i:
+                    self.walk(gen.iter)
+                for cond in gen.ifs:
+                    self.walk(cond)
+            if t is ast.DictComp:
+                self.walk(node.key)
+                self.walk(node.value)
+            else:
+                self.walk(node.elt)
+            ctx.loops.pop()
+        else:
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, list):
+                    if name in _BODY_FIELDS or (name == "handlers"):
+                        if value and isinstance(value[0], ast.stmt):
+                            self.body(value)
+                            continue
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            self.walk(item)
+                elif isinstance(value, ast.AST):
+                    self.walk(value)
+        ctx.stack.pop()
+
+    def body(self, stmts: list[ast.stmt]) -> None:
+        for rule in self.body_rules:
+            rule.check_body(stmts, self.ctx)
+        for stmt in stmts:
+            self.walk(stmt)
+
+
+def suppressed(lines: list[str]) -> dict[int, set[str] | None]:
+    """Line number -> codes (or prefixes) silenced there; None silences every code."""
+    out: dict[int, set[str] | None] = {}
+    for i, text in enumerate(lines, 1):
+        if "jaxmem" not in text:
+            continue
+        m = _SUPPRESS.search(text)
+        if m:
+            out[i] = None if m.group(1) is None else {c.strip().upper() for c in m.group(1).split(",") if c.strip()}
+    return out
+
+
+def _is_suppressed(f: Finding, marks: dict[int, set[str] | None]) -> bool:
+    if f.line not in marks:
+        return False
+    codes = marks[f.line]
+    return codes is None or any(f.code.startswith(c) for c in codes)
+
+
+def check_source(source: str, path: str, rules: Iterable[Rule],
+                 card_url: Callable[[str], str]) -> list[Finding]:
+    """Findings for one module's source. A syntax error becomes one JM001 finding."""
+    lines = source.splitlines()
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
+        return [parse_error(path, exc, lines, card_url)]
+    analysis = context.build(tree, lines)
+    rules = list(rules)
+    ctx = Ctx(analysis=analysis, path=path, card_url=card_url, scope=analysis.module_scope)
+    walker = _Walker(rules, ctx)
+    walker.body(tree.body)
+    for rule in rules:
+        if rule.wants_module:
+            rule.check_module(ctx)
+    marks = suppressed(lines)
+    findings = [f for f in ctx.findings if not _is_suppressed(f, marks)] if marks else ctx.findings
+    # One finding per rule and place: nested loops or two matching patterns never double-report.
+    unique = {(f.code, f.line, f.col): f for f in findings}
+    return sorted(unique.values(), key=Finding.sort_key)
+
+
+def parse_error(path: str, exc: Exception, lines: list[str], card_url: Callable[[str], str]) -> Finding:
+    line = getattr(exc, "lineno", None) or 1
+    col = getattr(exc, "offset", None) or 1
+    msg = getattr(exc, "msg", None) or str(exc)
+    src = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return Finding(path=path, line=line, col=col, code=PARSE_ERROR_CODE, name="syntax-error",
+                   message=f"cannot parse: {msg}; the file was not reviewed", severity="error",
+                   topic="", fix="Fix the syntax error (or exclude the file) and review again.",
+                   url="", source_line=src)

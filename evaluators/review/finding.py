@@ -1,0 +1,47 @@
+"""The one result type every rule produces and every output format consumes."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(slots=True)
+class Finding:
+    path: str
+    line: int
+    col: int  # 1-based, like ruff and compilers, so editors jump to the right place
+    code: str
+    name: str
+    message: str
+    severity: str
+    topic: str
+    fix: str
+    url: str
+    source_line: str = ""
+    cell: int | None = None  # notebooks: 1-based index among all cells, as Jupyter shows them
+    measured: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        if self.cell is not None:
+            return f"{self.path}:cell {self.cell}:{self.line}:{self.col}"
+        return f"{self.path}:{self.line}:{self.col}"
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.cell or 0, self.line, self.col, self.code)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Note:
+    """Something the batch skipped or could not read: reported, never fatal."""
+
+    path: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}

@@ -1,0 +1,164 @@
+"""Text (ruff-like), JSON, SARIF 2.1.0 and Markdown renderings of one list of findings."""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from urllib.parse import quote
+
+from evaluators.review.engine import PARSE_ERROR_CODE
+from evaluators.review.finding import Finding, Note
+from evaluators.review.rule import Rule
+
+FORMATS = ("text", "json", "sarif", "markdown")
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+TOOL_URI = "https://github.com/jaxmem/jaxmem"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary_line(findings: Sequence[Finding], files: int | None = None) -> str:
+    if not findings:
+        return "No findings." if files is None else f"No findings in {_plural(files, 'file')}."
+    sev = Counter(f.severity for f in findings)
+    parts = ", ".join(_plural(sev[s], s) for s in ("error", "warning", "info") if sev[s])
+    where = f" in {_plural(files, 'file')}" if files is not None else ""
+    return f"Found {_plural(len(findings), 'finding')} ({parts}){where}."
+
+
+def format_text(findings: Sequence[Finding], notes: Sequence[Note] = (), *, verbose: bool = False,
+                files: int | None = None, summary: bool = True) -> str:
+    """`path:line:col: CODE message`; verbose adds the source line, the fix and the card link."""
+    out = []
+    for f in findings:
+        measured = f" [measured: {_measured(f)}]" if f.measured else ""
+        out.append(f"{f.location}: {f.code} {f.message}{measured}")
+        if verbose:
+            if f.source_line:
+                out.append(f"    | {f.source_line}")
+            out.append(f"    = fix: {f.fix}")
+            if f.url:
+                out.append(f"    = see: {f.url}")
+    out.extend(f"note: {n.path}: {n.message}" for n in notes)
+    if summary:
+        out.append(summary_line(findings, files))
+    return "\n".join(out) + "\n"
+
+
+def _measured(f: Finding) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(f.measured.items()))
+
+
+def format_json(findings: Sequence[Finding], notes: Sequence[Note] = (), *, files: int | None = None) -> str:
+    doc = {
+        "version": 1,
+        "summary": {"findings": len(findings), "files": files,
+                    "by_severity": dict(Counter(f.severity for f in findings)),
+                    "by_code": dict(sorted(Counter(f.code for f in findings).items()))},
+        "findings": [f.to_dict() for f in findings],
+        "notes": [n.to_dict() for n in notes],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _uri(path: str) -> str:
+    return quote(path.replace("\\", "/").removeprefix("./"), safe="/")
+
+
+def fingerprints(findings: Sequence[Finding]) -> list[str]:
+    """Stable across runs and line shifts: code, file, the line's text, and its occurrence."""
+    seen: Counter = Counter()
+    out = []
+    for f in findings:
+        key = (f.code, f.path, " ".join(f.source_line.split()))
+        seen[key] += 1
+        raw = "\0".join([*key, str(seen[key])])
+        out.append(hashlib.sha256(raw.encode()).hexdigest()[:32])
+    return out
+
+
+def _sarif_rule(rule: Rule) -> dict:
+    entry = {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.message.split(":")[0].replace("{", "").replace("}", "")},
+        "fullDescription": {"text": rule.doc.split("\n\n", 1)[-1].strip() if rule.doc else rule.message},
+        "help": {"text": rule.fix},
+        "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+        "properties": {"tags": ["jax", "memory", rule.topic], "topic": rule.topic},
+    }
+    return entry
+
+
+def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rules: Iterable[Rule] = (),
+                 card_url=None, version: str = "0.1.0") -> str:
+    """One run; one rule entry per code (help link to its card); partialFingerprints per result."""
+    rule_list = sorted({r.code: r for r in rules}.values(), key=lambda r: r.code)
+    entries = []
+    for r in rule_list:
+        e = _sarif_rule(r)
+        if card_url is not None:
+            e["helpUri"] = card_url(r.topic)
+        entries.append(e)
+    if any(f.code == PARSE_ERROR_CODE for f in findings):
+        entries.append({"id": PARSE_ERROR_CODE, "name": "syntax-error",
+                        "shortDescription": {"text": "The file could not be parsed"},
+                        "defaultConfiguration": {"level": "error"}})
+    index = {e["id"]: i for i, e in enumerate(entries)}
+    results = []
+    for f, fp in zip(findings, fingerprints(findings)):
+        region = {"startLine": f.line if f.cell is None else 1, "startColumn": f.col if f.cell is None else 1}
+        text = f.message if f.cell is None else f"cell {f.cell}, line {f.line}: {f.message}"
+        result = {
+            "ruleId": f.code,
+            "level": SARIF_LEVEL.get(f.severity, "warning"),
+            "message": {"text": f"{text} Fix: {f.fix}"},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(f.path), "uriBaseId": "%SRCROOT%"},
+                                                "region": region}}],
+            "partialFingerprints": {"jaxmemFingerprint/v1": fp},
+            "properties": {"topic": f.topic, **({"cell": f.cell, "cellLine": f.line} if f.cell is not None else {}),
+                           **({"measured": f.measured} if f.measured else {})},
+        }
+        if f.code in index:
+            result["ruleIndex"] = index[f.code]
+        results.append(result)
+    doc = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "jaxmem", "informationUri": TOOL_URI, "version": version, "rules": entries}},
+            "results": results,
+            "invocations": [{
+                "executionSuccessful": True,
+                "toolExecutionNotifications": [
+                    {"level": "note", "message": {"text": n.message},
+                     "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(n.path)}}}]}
+                    for n in notes
+                ],
+            }],
+        }],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def format_markdown(findings: Sequence[Finding], notes: Sequence[Note] = (), *, files: int | None = None) -> str:
+    """For chat and Slack: a summary line, then one bullet per finding with its fix and card."""
+    out = [f"**jaxmem review**: {summary_line(findings, files)}"]
+    if findings:
+        out.append("")
+    for f in findings:
+        link = f" ([{f.topic}]({f.url}))" if f.url else ""
+        out.append(f"- `{f.location}` **{f.code}** {f.message}{link}")
+        if f.source_line:
+            out.append(f"  `{f.source_line.replace('`', chr(39))}`")
+        out.append(f"  Fix: {f.fix}")
+        if f.measured:
+            out.append(f"  Measured: {_measured(f)}")
+    if notes:
+        out.append("")
+        out.extend(f"- _note_: `{n.path}`: {n.message}" for n in notes)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,145 @@
+"""Which files a batch reviews, and reading each one safely.
+
+Directories are walked recursively; `.gitignore` files (in the tree and above it, up to the
+repository root) and well-known tool folders are honoured. Files named explicitly are always
+reviewed if they are Python or notebooks. Nothing here raises for bad input: every skipped
+path comes back as a `Note`.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from evaluators.review.finding import Note
+
+PY_SUFFIXES = (".py", ".pyi", ".ipynb")
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "node_modules", ".tox", ".nox",
+                       ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", "site-packages",
+                       ".eggs", "build", "dist"})
+BINARY_PROBE = 8192
+
+
+@dataclass
+class Loaded:
+    path: str
+    text: str | None  # None when skipped (then `note` says why)
+    note: Note | None = None
+
+
+def _ancestor_specs(root: Path) -> list[tuple[Path, pathspec.PathSpec]]:
+    """`.gitignore` files above `root`, up to the enclosing repository's top."""
+    specs = []
+    for d in [root, *root.parents]:
+        if d != root:
+            spec = _spec_in(d)
+            if spec is not None:
+                specs.append((d, spec))
+        if (d / ".git").exists():
+            break
+    return specs
+
+
+def _spec_in(directory: Path) -> pathspec.PathSpec | None:
+    gi = directory / ".gitignore"
+    if not gi.is_file():
+        return None
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(gi.read_text(encoding="utf-8", errors="replace").splitlines())
+    except Exception:  # a malformed pattern must not stop the batch; that file's rules are skipped
+        return None
+
+
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+    for base, spec in specs:
+        try:
+            rel = path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if spec.match_file(rel + "/" if is_dir else rel):
+            return True
+    return False
+
+
+def _excluded(rel: str, name: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool = True) -> tuple[list[str], list[Note]]:
+    """Expand paths into Python files and notebooks (sorted per directory), plus notes."""
+    files: list[str] = []
+    notes: list[Note] = []
+    for given in paths:
+        p = Path(given)
+        if p.is_file():
+            if p.suffix in PY_SUFFIXES:
+                files.append(given)
+            else:
+                notes.append(Note(given, f"not a Python file or notebook ({', '.join(PY_SUFFIXES)}); skipped"))
+            continue
+        if not p.is_dir():
+            notes.append(Note(given, "no such file or directory; skipped"))
+            continue
+        root = p.resolve()
+        specs = _ancestor_specs(root) if respect_gitignore else []
+        found_before = len(files)
+        cache: dict[Path, pathspec.PathSpec | None] = {}
+        for dirpath, dirnames, filenames in os.walk(p):
+            d = Path(dirpath)
+            local = list(specs)
+            if respect_gitignore:
+                # Each .gitignore between the root and here applies, relative to its own folder.
+                cur = root
+                for part in ("", *d.resolve().relative_to(root).parts):
+                    cur = cur / part if part else cur
+                    if cur not in cache:
+                        cache[cur] = _spec_in(cur)
+                    if cache[cur] is not None:
+                        local.append((cur, cache[cur]))
+            keep = []
+            for name in sorted(dirnames):
+                full = (d / name).resolve()
+                rel = full.relative_to(root).as_posix()
+                if name in SKIP_DIRS or _excluded(rel, name, list(exclude)) or _ignored(full, True, local):
+                    continue
+                keep.append(name)
+            dirnames[:] = keep
+            for name in sorted(filenames):
+                if not name.endswith(PY_SUFFIXES):
+                    continue
+                full = (d / name).resolve()
+                rel = full.relative_to(root).as_posix()
+                if _excluded(rel, name, list(exclude)) or _ignored(full, False, local):
+                    continue
+                files.append(os.path.join(dirpath, name))
+        if len(files) == found_before:
+            notes.append(Note(given, "no Python files or notebooks found (after .gitignore and excludes)"))
+    return files, notes
+
+
+def read(path: str, max_bytes: int) -> Loaded:
+    """The file's text, or a note saying why it is skipped (too big, binary, not UTF-8)."""
+    try:
+        size = os.path.getsize(path)
+        if size > max_bytes:
+            return Loaded(path, None, Note(path, f"{size / 1e6:.1f} MB is over the {max_bytes / 1e6:.1f} MB limit (max-file-size); skipped"))
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return Loaded(path, None, Note(path, f"cannot read: {exc.strerror or exc}; skipped"))
+    return decode(path, data)
+
+
+def decode(path: str, data: bytes) -> Loaded:
+    if b"\x00" in data[:BINARY_PROBE]:
+        return Loaded(path, None, Note(path, "binary file (contains NUL bytes); skipped"))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return Loaded(path, None, Note(path, f"not UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); skipped"))
+    if not text.strip():
+        return Loaded(path, text, Note(path, "empty file; nothing to review"))
+    return Loaded(path, text)

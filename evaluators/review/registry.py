@@ -1,0 +1,57 @@
+"""Every rule, discovered from `evaluators/review/rules/`, and selection by code prefix."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import lru_cache
+
+from evaluators.review import rules as _rules_pkg
+from evaluators.review.rule import Rule
+
+
+class SelectionError(ValueError):
+    """A --select/--ignore entry that matches no rule code."""
+
+
+@lru_cache(maxsize=1)
+def all_rules() -> tuple[Rule, ...]:
+    found = []
+    for mod in pkgutil.iter_modules(_rules_pkg.__path__):
+        if mod.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{_rules_pkg.__name__}.{mod.name}")
+        rule = getattr(module, "RULE", None)
+        if isinstance(rule, Rule):
+            found.append(rule)
+    return tuple(sorted(found, key=lambda r: r.code))
+
+
+def by_code() -> dict[str, Rule]:
+    return {r.code: r for r in all_rules()}
+
+
+def _check_prefixes(prefixes: list[str], option: str) -> None:
+    codes = [r.code for r in all_rules()]
+    for p in prefixes:
+        if p == "ALL":
+            continue
+        if not any(c.startswith(p) for c in codes):
+            raise SelectionError(
+                f"{option} {p!r} matches no rule; valid codes are {', '.join(codes)} (or a prefix such as JM1, or ALL)"
+            )
+
+
+def select(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
+    """Rules whose code starts with a selected prefix and with no ignored prefix (ruff-style)."""
+    sel = [s.strip().upper() for s in (select or []) if s.strip()]
+    ign = [s.strip().upper() for s in (ignore or []) if s.strip()]
+    _check_prefixes(sel, "--select")
+    _check_prefixes(ign, "--ignore")
+    out = []
+    for rule in all_rules():
+        if sel and "ALL" not in sel and not any(rule.code.startswith(p) for p in sel):
+            continue
+        if "ALL" in ign or any(rule.code.startswith(p) for p in ign):
+            continue
+        out.append(rule)
+    return out

@@ -1,0 +1,94 @@
+"""The base every rule module subclasses, and the context the engine hands to rules."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from evaluators.review.context import Analysis, Scope
+from evaluators.review.finding import Finding
+
+LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+class Rule:
+    """One anti-pattern. Subclasses set the class attributes and override a `check_*` hook.
+
+    The module docstring holds the user docs (What it does / Why is this bad / Example /
+    Use instead), so `jaxmem review --explain CODE` and the rule table are never written twice.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, names the anti-pattern (not the fix)
+    topic: ClassVar[str]  # topic id from corpus/topics.yaml: the card a finding links to
+    severity: ClassVar[str]  # error | warning | info
+    message: ClassVar[str]  # one line naming the concrete cost; may use {placeholders}
+    fix: ClassVar[str]
+    node_types: ClassVar[tuple[type, ...]] = ()
+    wants_bodies: ClassVar[bool] = False  # call check_body on every statement list
+    wants_module: ClassVar[bool] = False
+
+    @property
+    def doc(self) -> str:
+        import sys
+
+        return (sys.modules[type(self).__module__].__doc__ or "").strip()
+
+    def check(self, node: ast.AST, ctx: Ctx) -> None:  # pragma: no cover - overridden
+        pass
+
+    def check_body(self, body: list[ast.stmt], ctx: Ctx) -> None:  # pragma: no cover
+        pass
+
+    def check_module(self, ctx: Ctx) -> None:  # pragma: no cover
+        pass
+
+
+@dataclass
+class Ctx:
+    """Where the traversal is: rules read it during their callback, never store it."""
+
+    analysis: Analysis
+    path: str
+    card_url: object  # callable(topic) -> url; injected so rules never read settings
+    scope: Scope = None  # type: ignore[assignment]
+    loops: list[ast.AST] = field(default_factory=list)  # loops of the current function only
+    stack: list[ast.AST] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    memo: dict = field(default_factory=dict)  # per-file state for rules (rule objects are shared)
+
+    @property
+    def in_loop(self) -> bool:
+        return bool(self.loops)
+
+    @property
+    def host_loop(self) -> bool:
+        """In a Python loop that runs eagerly: the place where per-iteration costs add up."""
+        return bool(self.loops) and not self.scope.traced
+
+    @property
+    def parent(self) -> ast.AST | None:
+        return self.stack[-2] if len(self.stack) > 1 else None
+
+    def kind(self, expr: ast.AST) -> str | None:
+        return self.analysis.kind(expr, self.scope)
+
+    def qualname(self, expr: ast.AST) -> str | None:
+        return self.analysis.qualname(expr)
+
+    def report(self, rule: Rule, node: ast.AST, *, topic: str | None = None, message: str | None = None,
+               fix: str | None = None, **fmt: object) -> None:
+        """Record a finding; `message`/`fix` replace the rule's templates for a variant of it."""
+        line = getattr(node, "lineno", 1)
+        src = self.analysis.lines[line - 1] if 0 < line <= len(self.analysis.lines) else ""
+        topic = topic or rule.topic
+        template = message or rule.message
+        fix_text = fix or rule.fix
+        self.findings.append(Finding(
+            path=self.path, line=line, col=getattr(node, "col_offset", 0) + 1, code=rule.code,
+            name=rule.name, message=template.format(**fmt) if fmt else template,
+            severity=rule.severity, topic=topic, fix=fix_text.format(**fmt) if fmt else fix_text,
+            url=self.card_url(topic),
+            source_line=src.strip(),
+        ))

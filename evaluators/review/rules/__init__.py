@@ -1,0 +1,1 @@
+"""One module per rule. The registry (`evaluators.review.registry`) discovers them here."""

@@ -1,0 +1,66 @@
+"""JM501 at-set-in-python-loop
+
+What it does
+    Flags `x = x.at[...].set(...)` (and `.add`, `.mul`, ... and `lax.dynamic_update_slice`)
+    re-binding the same array inside a Python loop that runs outside jit.
+
+Why is this bad
+    Outside jit every indexed update is its own operation that returns a new array: the whole
+    array is copied on every iteration, so n updates of an array of size m cost O(n*m) time
+    and a second buffer. Only inside a jitted function, with the input not used again, can
+    XLA update in place.
+
+Example
+    for i in range(n):
+        x = x.at[i].set(i * 2.0)
+
+Use instead
+    x = x.at[jnp.arange(n)].set(jnp.arange(n) * 2.0)   # one vectorised update
+    # or run the loop under jit with lax.fori_loop, donating x
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import Ctx, Rule
+
+AT_METHODS = frozenset({"set", "add", "multiply", "mul", "divide", "power", "min", "max", "apply"})
+UPDATE_FUNCS = frozenset({"jax.lax.dynamic_update_slice", "jax.lax.dynamic_update_index_in_dim",
+                          "jax.lax.dynamic_update_slice_in_dim"})
+
+
+def at_update_base(call: ast.AST) -> ast.AST | None:
+    """`x.at[i].set(v)` -> `x`; None for anything else."""
+    if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in AT_METHODS
+            and isinstance(call.func.value, ast.Subscript)
+            and isinstance(call.func.value.value, ast.Attribute) and call.func.value.value.attr == "at"):
+        return call.func.value.value.value
+    return None
+
+
+class AtSetInPythonLoop(Rule):
+    code = "JM501"
+    name = "at-set-in-python-loop"
+    topic = "in-place-updates"
+    severity = "warning"
+    message = "`{name}` is updated with `{how}` in a Python loop outside jit: the whole array is copied every iteration"
+    fix = "Vectorise the updates into one `.at[indices].set(values)`, or run the loop under jit (`lax.fori_loop`) and donate the array."
+    node_types = (ast.Assign,)
+
+    def check(self, node: ast.Assign, ctx: Ctx) -> None:
+        if not ctx.host_loop or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            return
+        name = node.targets[0].id
+        value = node.value
+        base = at_update_base(value)
+        how = None
+        if base is not None:
+            how = f".at[].{value.func.attr}"
+        elif isinstance(value, ast.Call) and ctx.qualname(value.func) in UPDATE_FUNCS and value.args:
+            base = value.args[0]
+            how = ctx.qualname(value.func).replace("jax.lax.", "lax.")
+        if isinstance(base, ast.Name) and base.id == name:
+            ctx.report(self, node, name=name, how=how)
+
+
+RULE = AtSetInPythonLoop()

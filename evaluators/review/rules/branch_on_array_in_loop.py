@@ -1,0 +1,61 @@
+"""JM104 branch-on-array-in-loop
+
+What it does
+    Flags `if`/`while` conditions and `and`/`or`/`not` tests that evaluate a JAX array inside an
+    eagerly running Python loop, such as `if loss < best:` or `while err > tol:`.
+
+Why is this bad
+    A Python condition calls `bool()` on the array: the host waits for the device and copies
+    the value back before it can choose a branch, once per iteration. The device idles while
+    Python decides.
+
+Example
+    for batch in batches:
+        state, loss = train_step(state, batch)
+        if loss < best:
+            best = loss
+
+Use instead
+    for batch in batches:
+        state, loss = train_step(state, batch)
+        best = jnp.minimum(best, loss)        # no host decision needed
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import describe, periodic
+
+
+class BranchOnArrayInLoop(Rule):
+    code = "JM104"
+    name = "branch-on-array-in-loop"
+    topic = "implicit-host-sync"
+    severity = "warning"
+    message = "condition `{what}` reads a JAX array on the host: a device->host sync every iteration"
+    fix = "Compute the decision on device (`jnp.where`, `jnp.minimum`, `lax.cond`) or test it every N steps."
+    node_types = (ast.If, ast.While, ast.IfExp)
+
+    def check(self, node: ast.AST, ctx: Ctx) -> None:
+        if not ctx.host_loop:
+            return
+        test = node.test
+        if self._reads_array(test, ctx) and not periodic(ctx):
+            ctx.report(self, test, what=describe(test))
+
+    def _reads_array(self, test: ast.AST, ctx: Ctx) -> bool:
+        if isinstance(test, ast.BoolOp):
+            return any(self._reads_array(v, ctx) for v in test.values)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self._reads_array(test.operand, ctx)
+        if isinstance(test, ast.Compare):
+            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
+                return False
+            return any(ctx.kind(v) == "jax" for v in [test.left, *test.comparators])
+        if isinstance(test, (ast.Name, ast.Subscript, ast.Call, ast.BinOp)):
+            return ctx.kind(test) == "jax"
+        return False
+
+
+RULE = BranchOnArrayInLoop()

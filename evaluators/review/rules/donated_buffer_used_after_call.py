@@ -1,0 +1,108 @@
+"""JM402 donated-buffer-used-after-call
+
+What it does
+    Flags reading an argument after it was donated to a jitted call: later in the same block,
+    or on the next iteration of a loop that never re-binds it.
+
+Why is this bad
+    A donated buffer is deleted (its memory now holds the output). Any later use raises
+    `RuntimeError: Array has been deleted`, on CPU as well as on GPU and TPU.
+
+Example
+    @partial(jax.jit, donate_argnums=0)
+    def step(x):
+        return x * 2
+
+    y = step(x)
+    print(x.sum())        # x was donated
+
+Use instead
+    x = step(x)           # re-bind the name to the result
+    print(x.sum())
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import LOOP_TYPES, Ctx, Rule
+
+
+def _names(node: ast.AST, want: type) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, want)}
+
+
+class DonatedBufferUsedAfterCall(Rule):
+    code = "JM402"
+    name = "donated-buffer-used-after-call"
+    topic = "buffer-donation"
+    severity = "error"
+    message = "`{arg}` was donated to `{func}` on line {line} and is read afterwards: its buffer is deleted, this raises"
+    loop_message = "`{arg}` is donated to `{func}` but never re-bound in the loop: the next iteration passes a deleted buffer and raises"
+    fix = "Re-bind the name to the call's result (`{arg} = ...`) or stop donating this argument."
+    wants_bodies = True
+
+    def check_body(self, body: list[ast.stmt], ctx: Ctx) -> None:
+        if ctx.scope.traced:
+            return  # inside jit, donation of an inner call is ignored
+        in_loop = bool(ctx.stack) and isinstance(ctx.stack[-1], LOOP_TYPES) and ctx.stack[-1].body is body
+        for i, stmt in enumerate(body):
+            call = self._donating_call(stmt, ctx)
+            if call is None:
+                continue
+            info = ctx.analysis.jit_info(call.func)
+            donated = self._donated_args(call, info)
+            rebound = _names(stmt, ast.Store)
+            for name in donated - rebound:
+                if self._read_later(name, body[i + 1:], ctx, call):
+                    continue
+                if in_loop and not any(name in _names(s, ast.Store) for s in body):
+                    # Next iteration passes the deleted buffer again.
+                    self._emit(ctx, call, name, call, message=self.loop_message)
+
+    def _read_later(self, name: str, rest: list[ast.stmt], ctx: Ctx, call: ast.Call) -> bool:
+        for stmt in rest:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            # `x.is_deleted()` is the one read that is fine on a donated array.
+            checks = {id(n.value) for n in ast.walk(stmt) if isinstance(n, ast.Attribute) and n.attr == "is_deleted"}
+            loads = [n for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name
+                     and isinstance(n.ctx, ast.Load) and id(n) not in checks]
+            if loads:
+                self._emit(ctx, min(loads, key=lambda n: (n.lineno, n.col_offset)), name, call)
+                return True
+            if name in _names(stmt, ast.Store) or name in _names(stmt, ast.Del):
+                return True
+        return False
+
+    def _emit(self, ctx: Ctx, node: ast.AST, name: str, call: ast.Call, message: str | None = None) -> None:
+        ctx.report(self, node, message=message, arg=name, func=ast.unparse(call.func), line=call.lineno)
+
+    @staticmethod
+    def _donating_call(stmt: ast.stmt, ctx: Ctx) -> ast.Call | None:
+        value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
+        if not isinstance(value, ast.Call):
+            return None
+        info = ctx.analysis.jit_info(value.func)
+        if info is None or not info.donation_known or not (info.donate_argnums or info.donate_argnames):
+            return None
+        return value
+
+    @staticmethod
+    def _donated_args(call: ast.Call, info) -> set[str]:
+        positions = info.donated_positions()
+        out = set()
+        for pos, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                break
+            if pos in positions and isinstance(arg, ast.Name):
+                out.add(arg.id)
+        params = info.params or ()
+        for kw in call.keywords:
+            if isinstance(kw.value, ast.Name) and (
+                kw.arg in (info.donate_argnames or ()) or (kw.arg in params and params.index(kw.arg) in positions)
+            ):
+                out.add(kw.value.id)
+        return out
+
+
+RULE = DonatedBufferUsedAfterCall()

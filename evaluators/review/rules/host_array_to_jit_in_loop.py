@@ -1,0 +1,74 @@
+"""JM201 host-array-to-jit-in-loop
+
+What it does
+    Flags a NumPy array or Python list that is built inside a loop (or iterated out of a host
+    container) and passed to a jitted function in that loop.
+
+Why is this bad
+    Every call copies each host argument to the device before it can run: one synchronous
+    host->device transfer per argument per iteration (`JAX_TRANSFER_GUARD=log` shows them).
+    Many small transfers cost far more than one large one.
+
+Example
+    for i in range(n):
+        x = np.random.rand(128, 128)
+        out = step(params, x)
+
+Use instead
+    xs = jax.device_put(np.random.rand(n, 128, 128))   # one transfer
+    for i in range(n):
+        out = step(params, xs[i])
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import describe, enclosing_loop_of, loop_targets
+
+
+class HostArrayToJitInLoop(Rule):
+    code = "JM201"
+    name = "host-array-to-jit-in-loop"
+    topic = "batch-transfers"
+    severity = "warning"
+    message = "host data `{arg}` is copied host->device on every call of jitted `{func}` in this loop"
+    fix = "Stack the host data and transfer it once before the loop (`jax.device_put(np.stack(...))`), then index on device."
+    node_types = (ast.Call,)
+
+    def check(self, node: ast.Call, ctx: Ctx) -> None:
+        if not ctx.host_loop or ctx.analysis.jit_info(node.func) is None:
+            return
+        for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+            if self._host_per_iteration(arg, ctx):
+                ctx.report(self, arg, arg=describe(arg), func=describe(node.func))
+                return
+
+    @staticmethod
+    def _host_per_iteration(arg: ast.AST, ctx: Ctx) -> bool:
+        if isinstance(arg, ast.Starred):
+            arg = arg.value
+        if isinstance(arg, (ast.Call, ast.List, ast.ListComp)):
+            k = ctx.kind(arg)
+            return k == "np" or (k == "list" and not isinstance(arg, ast.Call))
+        base = arg
+        while isinstance(base, ast.Subscript):
+            base = base.value
+        if not isinstance(base, ast.Name):
+            return False
+        loop = enclosing_loop_of(ctx, base.id)
+        if loop is None:
+            return False
+        if ctx.kind(arg) == "np":
+            return True
+        # `for x in host_list:` - each element is host data, transferred on the call.
+        if base.id in loop_targets(loop) and isinstance(loop, (ast.For, ast.AsyncFor)):
+            return ctx.kind(loop.iter) in ("np", "list") and not _is_range(loop.iter)
+        return False
+
+
+def _is_range(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("range", "enumerate", "zip")
+
+
+RULE = HostArrayToJitInLoop()

@@ -1,0 +1,64 @@
+"""JM203 host-batch-without-prefetch
+
+What it does
+    Flags a loop that takes batches from a host iterator (a data loader) and passes them
+    straight into a jitted step, with no `jax.device_put` or prefetching in the loop.
+
+Why is this bad
+    The step cannot start until its batch has crossed to the device, and the next batch is
+    only transferred when Python gets to the next call: transfer and compute take turns
+    instead of overlapping. Information only: on CPU there is nothing to overlap.
+
+Example
+    for batch in loader:
+        state, loss = train_step(state, batch)
+
+Use instead
+    for batch in prefetch_to_device(loader, size=2):   # device_put of the next batch is queued early
+        state, loss = train_step(state, batch)
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import describe
+
+PUT_NAMES = frozenset({"jax.device_put", "jax.make_array_from_process_local_data", "jax.make_array_from_callback"})
+
+
+class HostBatchWithoutPrefetch(Rule):
+    code = "JM203"
+    name = "host-batch-without-prefetch"
+    topic = "prefetch-to-device"
+    severity = "info"
+    message = "batches from `{source}` go straight into jitted `{func}`: each transfer waits for the previous step instead of overlapping it"
+    fix = "Queue the next batches early: `jax.device_put` them a step ahead, or wrap the iterator in a prefetch-to-device generator (size 2)."
+    node_types = (ast.For,)
+
+    def check(self, node: ast.For, ctx: Ctx) -> None:
+        if ctx.scope.traced or ctx.kind(node.iter) is not None:
+            return
+        source = describe(node.iter)
+        if "prefetch" in source.lower() or "device" in source.lower():
+            return
+        targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        if not targets:
+            return
+        called = None
+        for stmt in node.body:
+            for n in ast.walk(stmt):
+                if not isinstance(n, ast.Call):
+                    continue
+                func_q = ctx.qualname(n.func)
+                if func_q in PUT_NAMES or (isinstance(n.func, ast.Attribute) and "prefetch" in n.func.attr):
+                    return
+                if called is None and ctx.analysis.jit_info(n.func) is not None and any(
+                    isinstance(a, ast.Name) and a.id in targets for a in [*n.args, *(k.value for k in n.keywords)]
+                ):
+                    called = n
+        if called is not None:
+            ctx.report(self, node, source=source, func=describe(called.func))
+
+
+RULE = HostBatchWithoutPrefetch()

@@ -1,0 +1,57 @@
+"""JM101 host-scalar-conversion-in-loop
+
+What it does
+    Flags `float(x)`, `int(x)`, `bool(x)`, `x.item()` and `x.tolist()` on a JAX array inside a
+    Python loop that runs eagerly (not under jit).
+
+Why is this bad
+    JAX dispatches work asynchronously. Reading a value on the host waits for every queued
+    operation and copies the result device->host, so the host stops feeding the device once
+    per iteration. Inside `if step % N == 0:` the read is periodic and not flagged.
+
+Example
+    for batch in batches:
+        state, loss = train_step(state, batch)
+        total += float(loss)
+
+Use instead
+    for batch in batches:
+        state, loss = train_step(state, batch)
+        total = total + loss          # stays on device
+    print(float(total))               # one sync after the loop
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import builtin_name, describe, periodic
+
+CONVERTERS = frozenset({"float", "int", "bool", "complex"})
+
+
+class HostScalarConversionInLoop(Rule):
+    code = "JM101"
+    name = "host-scalar-conversion-in-loop"
+    topic = "implicit-host-sync"
+    severity = "warning"
+    message = "`{what}` on a JAX array in a loop forces a device->host sync every iteration"
+    fix = "Accumulate on device (e.g. `total = total + loss`) and read the value once after the loop, or every N steps."
+    node_types = (ast.Call,)
+
+    def check(self, node: ast.Call, ctx: Ctx) -> None:
+        if not ctx.host_loop:
+            return
+        func = node.func
+        name = builtin_name(ctx, func)
+        if name in CONVERTERS and len(node.args) == 1 and ctx.kind(node.args[0]) == "jax":
+            what = f"{name}({describe(node.args[0])})"
+        elif isinstance(func, ast.Attribute) and func.attr in ("item", "tolist") and ctx.kind(func.value) == "jax":
+            what = f"{describe(func.value)}.{func.attr}()"
+        else:
+            return
+        if not periodic(ctx):
+            ctx.report(self, node, what=what)
+
+
+RULE = HostScalarConversionInLoop()

@@ -1,0 +1,49 @@
+"""JM103 numpy-conversion-in-loop
+
+What it does
+    Flags NumPy calls (`np.asarray`, `np.array`, `np.mean`, ...) and `jax.device_get` applied to
+    a JAX array inside an eagerly running Python loop.
+
+Why is this bad
+    Every NumPy call on a device array first copies it to the host, waiting for all queued
+    work: one blocking device->host transfer per iteration, sized like the whole array.
+
+Example
+    for batch in batches:
+        logits = predict(params, batch)
+        preds.append(np.asarray(logits).argmax(-1))
+
+Use instead
+    for batch in batches:
+        preds.append(predict(params, batch).argmax(-1))   # stays on device
+    preds = jax.device_get(preds)                           # one transfer at the end
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import periodic
+
+
+class NumpyConversionInLoop(Rule):
+    code = "JM103"
+    name = "numpy-conversion-in-loop"
+    topic = "implicit-host-sync"
+    severity = "warning"
+    message = "`{func}` on a JAX array in a loop copies it device->host and blocks every iteration"
+    fix = "Keep the computation in jax.numpy on device and fetch results once after the loop with `jax.device_get`."
+    node_types = (ast.Call,)
+
+    def check(self, node: ast.Call, ctx: Ctx) -> None:
+        if not ctx.host_loop or not node.args:
+            return
+        q = ctx.qualname(node.func)
+        if q is None or not (q.startswith("numpy.") or q == "jax.device_get"):
+            return
+        if any(ctx.kind(a) == "jax" for a in node.args) and not periodic(ctx):
+            local = q.replace("numpy.", "np.", 1)
+            ctx.report(self, node, func=local)
+
+
+RULE = NumpyConversionInLoop()

@@ -1,0 +1,71 @@
+"""JM102 print-array-in-loop
+
+What it does
+    Flags `print`, logging calls, `str`/`repr`/`format` and f-strings that format a JAX array
+    inside an eagerly running Python loop.
+
+Why is this bad
+    Formatting an array needs its values: the host waits for the device and copies the array
+    back, every iteration. The program becomes as slow as its slowest sync.
+
+Example
+    for step in range(steps):
+        params, loss = update(params, batch)
+        print(f"step {step}: loss {loss}")
+
+Use instead
+    for step in range(steps):
+        params, loss = update(params, batch)
+        if step % 100 == 0:
+            print(f"step {step}: loss {loss}")
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import builtin_name, describe, periodic
+
+FORMATTERS = frozenset({"print", "str", "repr", "format"})
+LOG_METHODS = frozenset({"debug", "info", "warning", "error", "critical", "exception", "log", "write"})
+
+
+class PrintArrayInLoop(Rule):
+    code = "JM102"
+    name = "print-array-in-loop"
+    topic = "implicit-host-sync"
+    severity = "warning"
+    message = "formatting JAX array `{what}` in a loop forces a device->host sync and copy every iteration"
+    fix = "Log every N steps (`if step % N == 0`), or collect values on device and print them once after the loop."
+    node_types = (ast.Call, ast.JoinedStr)
+
+    def check(self, node: ast.AST, ctx: Ctx) -> None:
+        if not ctx.host_loop:
+            return
+        if isinstance(node, ast.JoinedStr):
+            values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
+        elif builtin_name(ctx, node.func) in FORMATTERS or self._is_log(node.func, ctx):
+            values = [*node.args, *(kw.value for kw in node.keywords)]
+        else:
+            return
+        for value in values:
+            if isinstance(value, ast.JoinedStr):
+                continue  # the f-string itself is checked (and reported) on its own
+            if ctx.kind(value) == "jax":
+                if not periodic(ctx):
+                    ctx.report(self, node, what=describe(value))
+                return
+
+    @staticmethod
+    def _is_log(func: ast.AST, ctx: Ctx) -> bool:
+        if not isinstance(func, ast.Attribute) or func.attr not in LOG_METHODS:
+            return False
+        q = ctx.qualname(func)
+        if q is not None:
+            return q.startswith(("logging.", "sys.stdout.", "sys.stderr."))
+        # `logger.info(...)`, `log.info(...)`: conventional names for a logging.Logger
+        base = func.value
+        return isinstance(base, ast.Name) and ("log" in base.id.lower())
+
+
+RULE = PrintArrayInLoop()

@@ -1,0 +1,45 @@
+"""JM804 removed-clear-backends
+
+What it does
+    Flags `jax.clear_backends()` (and `jax.lib.xla_bridge._clear_backends()`).
+
+Why is this bad
+    It was deprecated in jax 0.4.26 and is gone: on jax 0.10.2 `jax.clear_backends` raises
+    AttributeError (checked here). It never freed arrays that were still referenced anyway,
+    and `jax.clear_caches()` only drops compilation caches. Memory is freed by dropping the
+    last reference to an array or calling `Array.delete()`.
+
+Example
+    del model
+    jax.clear_backends()
+
+Use instead
+    params = None                  # drop every reference
+    for x in jax.live_arrays():    # or delete what must go now
+        x.delete()
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.rule import Ctx, Rule
+
+REMOVED = frozenset({"jax.clear_backends", "jax.lib.xla_bridge._clear_backends"})
+
+
+class RemovedClearBackends(Rule):
+    code = "JM804"
+    name = "removed-clear-backends"
+    topic = "live-arrays-cleanup"
+    severity = "error"
+    message = "`{func}` was deprecated in jax 0.4.26 and raises AttributeError on 0.10; it never freed live arrays"
+    fix = "Drop the references to the arrays (or call `Array.delete()` on them); `jax.clear_caches()` only clears compilation caches."
+    node_types = (ast.Call,)
+
+    def check(self, node: ast.Call, ctx: Ctx) -> None:
+        q = ctx.qualname(node.func)
+        if q in REMOVED:
+            ctx.report(self, node, func=q)
+
+
+RULE = RemovedClearBackends()
