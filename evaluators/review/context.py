@@ -54,6 +54,9 @@ HOST_METHODS = {"item": "scalar", "tolist": "list", "is_deleted": "scalar", "dev
 NUMPY_NON_ARRAY = frozenset({"numpy.shape", "numpy.ndim", "numpy.size", "numpy.dtype", "numpy.prod",
                              "numpy.iinfo", "numpy.finfo", "numpy.issubdtype"})
 SCALAR_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "sum", "max", "min", "abs", "round"})
+HOST_KINDS = frozenset({"np", "scalar", "list", "hostlist"})
+# Iterating a device array yields device arrays; a NumPy array or a list of host values, host data.
+ELEMENT_KIND = {"jax": "jax", "np": "np", "hostlist": "np"}
 LIST_BUILTINS = frozenset({"list", "tuple", "sorted", "range", "zip", "enumerate", "reversed"})
 
 
@@ -179,12 +182,27 @@ class Scope:
             # Two rounds settle chains like `a = f(x); b = a + 1` written in either order.
             for _ in range(2):
                 for target, value, is_iter in self.assigns:
-                    k = self.analysis.kind(value, self)
                     if is_iter:
-                        k = k if k in ("jax", "np") else None
+                        self._bind_iter(target, value)
+                        continue
+                    k = self.analysis.kind(value, self)
                     if k:
                         self._bind(target, k)
         return self._kinds
+
+    def _bind_iter(self, target: ast.AST, it: ast.AST) -> None:
+        """Loop targets: rows of an array, items of a host list, through zip/enumerate."""
+        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("zip", "enumerate")
+                and it.func.id not in self.analysis.aliases and it.args):
+            parts = list(it.args) if it.func.id == "zip" else [None, it.args[0]]
+            if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(parts):
+                for t, p in zip(target.elts, parts):
+                    if p is not None:
+                        self._bind_iter(t, p)
+            return
+        k = ELEMENT_KIND.get(self.analysis.kind(it, self))
+        if k:
+            self._bind(target, k)
 
     def _bind(self, target: ast.AST, k: str) -> None:
         if isinstance(target, ast.Name):
@@ -301,7 +319,8 @@ class Analysis:
 
     # ---- kinds --------------------------------------------------------------------------
     def kind(self, expr: ast.AST, scope: Scope) -> str | None:
-        """"jax" (device array or pytree of them), "np" (NumPy array), "list", "scalar", or None."""
+        """"jax" (device array or pytree of them), "np" (NumPy array), "scalar", "hostlist" (a list
+        known to hold host values), "list" (contents unknown), or None (unknown)."""
         t = type(expr)
         if t is ast.Name:
             return scope.lookup(expr.id)
@@ -327,9 +346,10 @@ class Analysis:
             kinds = {self.kind(e, scope) for e in expr.elts}
             if "jax" in kinds:
                 return "jax"
-            return "list"
+            return "hostlist" if kinds and kinds <= HOST_KINDS else "list"
         if t in (ast.ListComp, ast.GeneratorExp):
-            return "jax" if self.kind(expr.elt, scope) == "jax" else "list"
+            k = self.kind(expr.elt, scope)
+            return "jax" if k == "jax" else "hostlist" if k in HOST_KINDS else "list"
         if t is ast.UnaryOp:
             return self.kind(expr.operand, scope)
         if t is ast.IfExp:

@@ -1,9 +1,10 @@
 """JM803 arrays-accumulated-across-steps
 
 What it does
-    Flags `history.append(x)` in a loop when `x` is a device array that the loop threads
-    from step to step (`x = step(x)`), or the direct, non-scalar result of a jitted or
-    `jnp` call (`outs.append(predict(params, batch))`).
+    Flags `history.append(x)` in a loop when `x` is a device array produced by the loop's
+    state update: the carried state itself (`x = step(x)`) or another output of that update
+    (`w, grad = step(w, batch)`). Names that read as scalars (loss, accuracy, norm, ...) are
+    not flagged: collecting device scalars and reading them once is the fix for per-step syncs.
 
 Why is this bad
     The list holds a reference to every step's buffer, so none of them can be freed: device
@@ -26,9 +27,9 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import describe
 
-REDUCTIONS = frozenset({"sum", "mean", "max", "min", "norm", "prod", "std", "var", "argmax", "argmin", "all", "any"})
+# Conventional names of per-step scalars: holding a few hundred of them costs nothing.
+SCALAR_HINTS = ("loss", "acc", "metric", "norm", "err", "score", "reward", "perplex", "lr")
 
 
 class ArraysAccumulatedAcrossSteps(Rule):
@@ -47,30 +48,24 @@ class ArraysAccumulatedAcrossSteps(Rule):
         if not (isinstance(func, ast.Attribute) and func.attr == "append"):
             return
         arg = node.args[0]
-        if isinstance(arg, ast.Name) and ctx.kind(arg) == "jax" and self._threaded(arg.id, ctx):
+        if (isinstance(arg, ast.Name) and ctx.kind(arg) == "jax"
+                and not any(h in arg.id.lower() for h in SCALAR_HINTS) and self._from_state_update(arg.id, ctx)):
             ctx.report(self, node, what=arg.id)
-        elif isinstance(arg, ast.Call) and ctx.kind(arg) == "jax" and not self._reduced(arg, ctx):
-            ctx.report(self, node, what=describe(arg))
 
     @staticmethod
-    def _threaded(name: str, ctx: Ctx) -> bool:
-        """`name = f(name, ...)` somewhere in the innermost loop: a carried state."""
+    def _from_state_update(name: str, ctx: Ctx) -> bool:
+        """Bound in the innermost loop by `a, ... = f(a, ...)`: an update of a carried state."""
         loop = ctx.loops[-1]
         for stmt in ast.walk(loop):
-            if isinstance(stmt, ast.Assign) and any(
-                isinstance(n, ast.Name) and n.id == name for t in stmt.targets for n in ast.walk(t)
-            ) and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(stmt.value)):
+            if not isinstance(stmt, ast.Assign):
+                continue
+            stored = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if name not in stored:
+                continue
+            loaded = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            if stored & loaded:
                 return True
         return False
-
-    @staticmethod
-    def _reduced(call: ast.Call, ctx: Ctx) -> bool:
-        func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else None
-        q = ctx.qualname(func) or ""
-        if (name in REDUCTIONS or q.rsplit(".", 1)[-1] in REDUCTIONS) and not any(k.arg == "axis" for k in call.keywords):
-            return True
-        return name in ("item", "tolist")
 
 
 RULE = ArraysAccumulatedAcrossSteps()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import describe, enclosing_loop_of, loop_targets
+from evaluators.review.rules._util import describe, enclosing_loop_of
 
 
 class HostArrayToJitInLoop(Rule):
@@ -50,7 +50,7 @@ class HostArrayToJitInLoop(Rule):
             arg = arg.value
         if isinstance(arg, (ast.Call, ast.List, ast.ListComp)):
             k = ctx.kind(arg)
-            return k == "np" or (k == "list" and not isinstance(arg, ast.Call))
+            return k == "np" or (k in ("list", "hostlist") and not isinstance(arg, ast.Call))
         base = arg
         while isinstance(base, ast.Subscript):
             base = base.value
@@ -59,16 +59,8 @@ class HostArrayToJitInLoop(Rule):
         loop = enclosing_loop_of(ctx, base.id)
         if loop is None:
             return False
-        if ctx.kind(arg) == "np":
-            return True
-        # `for x in host_list:` - each element is host data, transferred on the call.
-        if base.id in loop_targets(loop) and isinstance(loop, (ast.For, ast.AsyncFor)):
-            return ctx.kind(loop.iter) in ("np", "list") and not _is_range(loop.iter)
-        return False
-
-
-def _is_range(expr: ast.AST) -> bool:
-    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("range", "enumerate", "zip")
+        # Built in the loop, or a loop target taken from a NumPy array or a host list.
+        return ctx.kind(arg) == "np"
 
 
 RULE = HostArrayToJitInLoop()

@@ -2,7 +2,8 @@
 
 What it does
     Flags `jnp.array(...)` / `jnp.asarray(...)` of host data (a NumPy array, a list, a Python
-    scalar) inside an eagerly running Python loop.
+    scalar) inside an eagerly running Python loop, and `jax.device_put` of the items of a host
+    list or NumPy array one at a time (`[jax.device_put(x) for x in examples]`).
 
 Why is this bad
     Each conversion is a separate host->device transfer (and for lists, a host-side copy
@@ -22,9 +23,10 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import describe
+from evaluators.review.rules._util import describe, loop_targets
 
 CONVERTERS = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
+PUT = "jax.device_put"
 
 
 class JnpArrayFromHostInLoop(Rule):
@@ -40,11 +42,17 @@ class JnpArrayFromHostInLoop(Rule):
         if not ctx.host_loop or not node.args:
             return
         q = ctx.qualname(node.func)
-        if q not in CONVERTERS:
-            return
         arg = node.args[0]
-        if ctx.kind(arg) in ("np", "list", "scalar"):
-            ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg))
+        if q in CONVERTERS:
+            k = ctx.kind(arg)
+            # A list of unknown contents may hold device arrays (stacking them is no transfer);
+            # a literal list written here is host data.
+            if k in ("np", "hostlist", "scalar") or (k == "list" and isinstance(arg, (ast.List, ast.ListComp))):
+                ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg))
+        elif q == PUT and isinstance(arg, ast.Name) and arg.id in loop_targets(ctx.loops[-1]) and ctx.kind(arg) == "np":
+            # Items of a host collection, one per iteration (a prefetch loop puts whole batches
+            # from an iterator, whose items are of unknown kind, and is not flagged).
+            ctx.report(self, node, func="jax.device_put", arg=arg.id)
 
 
 RULE = JnpArrayFromHostInLoop()

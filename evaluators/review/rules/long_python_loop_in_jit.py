@@ -56,15 +56,27 @@ class LongPythonLoopInJit(Rule):
         if isinstance(stop, ast.Constant) and isinstance(stop.value, int):
             return f"{stop.value:,}" if stop.value >= LONG else None
         if isinstance(stop, ast.Name):
-            for stmt in ctx.analysis.tree.body:
-                if (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == stop.id for t in stmt.targets)
-                        and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, int)):
-                    return f"{stmt.value.value:,}" if stmt.value.value >= LONG else None
-            return None
+            value = module_int(stop.id, ctx)
+            return f"{value:,}" if value is not None and value >= LONG else None
         # range(x.shape[0]): as many iterations as the data is long
         if isinstance(stop, ast.Subscript) and isinstance(stop.value, ast.Attribute) and stop.value.attr == "shape":
             return ast.unparse(stop)
         return None
+
+
+def module_int(name: str, ctx: Ctx) -> int | None:
+    """`N = 120` or `STEPS, BATCH = 120, 32` at module level."""
+    for stmt in ctx.analysis.tree.body:
+        if not isinstance(stmt, ast.Assign):
+            continue
+        for target in stmt.targets:
+            pairs = [(target, stmt.value)]
+            if isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple) and len(target.elts) == len(stmt.value.elts):
+                pairs = list(zip(target.elts, stmt.value.elts))
+            for t, v in pairs:
+                if isinstance(t, ast.Name) and t.id == name and isinstance(v, ast.Constant) and type(v.value) is int:
+                    return v.value
+    return None
 
 
 RULE = LongPythonLoopInJit()

@@ -38,7 +38,7 @@ class MissingDonation(Rule):
     code = "JM401"
     name = "missing-donation"
     topic = "buffer-donation"
-    severity = "warning"
+    severity = "info"  # right for large states; small ones lose little, so it is advice, not a warning
     message = "`{arg}` is replaced by the result of jitted `{func}` without donation: old and new buffers coexist every step"
     fix = "Donate the argument: `jax.jit(..., donate_argnums={pos})` (or donate_argnames) so the output reuses its buffer."
     node_types = (ast.Assign,)

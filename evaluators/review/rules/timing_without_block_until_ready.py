@@ -3,7 +3,9 @@
 What it does
     Flags `t0 = time.perf_counter()` ... `time.perf_counter() - t0` around JAX work when
     nothing in between waits for the result (`block_until_ready`, a host read), and
-    `timeit.timeit(lambda: f(x))` whose callable does not block either.
+    `timeit.timeit(lambda: f(x))` whose callable does not block either. When the region does
+    wait, it still flags a region holding the first call of a jitted function in that block:
+    the timing then includes tracing and compilation.
 
 Why is this bad
     JAX returns from a call as soon as the work is queued. Without waiting, the timer measures
@@ -35,6 +37,8 @@ class TimingWithoutBlockUntilReady(Rule):
     topic = "async-dispatch"
     severity = "warning"
     message = "this timing stops before the JAX work finishes: without `block_until_ready` it measures dispatch only"
+    compile_message = "the timed region contains the first call of jitted `{func}`: it measures compilation too"
+    compile_fix = "Call the function once before starting the timer (and block on it) so compilation is not timed."
     fix = "Call `.block_until_ready()` (or `jax.block_until_ready(tree)`) on the result inside the timed region; warm up first."
     wants_bodies = True
     node_types = (ast.Call,)
@@ -58,9 +62,23 @@ class TimingWithoutBlockUntilReady(Rule):
                 if stop is None:
                     continue
                 region = body[start + 1:i + 1]
-                if self._runs_jax_region(region, ctx) and not self._waits(region, ctx):
-                    ctx.report(self, stop)
+                if self._runs_jax_region(region, ctx):
+                    if not self._waits(region, ctx):
+                        ctx.report(self, stop)
+                    else:
+                        first = self._first_jit_call(region, body[:start], ctx)
+                        if first:
+                            ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix, func=first)
                 del starts[name]
+
+    @staticmethod
+    def _first_jit_call(region: list[ast.stmt], before: list[ast.stmt], ctx: Ctx) -> str | None:
+        """A jitted function called in the timed region and never before it in this block."""
+        def jitted_calls(stmts):
+            return [ast.unparse(n.func) for s in stmts for n in ast.walk(s)
+                    if isinstance(n, ast.Call) and ctx.analysis.jit_info(n.func) is not None]
+        warmed = set(jitted_calls(before))
+        return next((f for f in jitted_calls(region) if f not in warmed), None)
 
     def _is_timer(self, node: ast.AST, ctx: Ctx) -> bool:
         return isinstance(node, ast.Call) and ctx.qualname(node.func) in TIMERS
