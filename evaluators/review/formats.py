@@ -18,7 +18,8 @@ TOOL_URI = "https://github.com/jaxmem/jaxmem"
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    # "info" is a mass noun: "2 info", not "2 infos".
+    return f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
 
 
 def summary_line(findings: Sequence[Finding], files: int | None = None) -> str:

@@ -38,7 +38,9 @@ class BranchOnArrayInLoop(Rule):
     node_types = (ast.If, ast.While, ast.IfExp)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
-        if not ctx.host_loop:
+        # A `while` test runs every iteration of its own loop, so it counts even at top level.
+        in_loop = ctx.host_loop or (isinstance(node, ast.While) and not ctx.scope.traced)
+        if not in_loop:
             return
         test = node.test
         if self._reads_array(test, ctx) and not periodic(ctx):

@@ -1,8 +1,9 @@
 """JM203 host-batch-without-prefetch
 
 What it does
-    Flags a loop that takes batches from a host iterator (a data loader) and passes them
-    straight into a jitted step, with no `jax.device_put` or prefetching in the loop.
+    Flags a loop that takes batches from a host iterator (a loader call, or a name such as
+    `loader`, `dataset`, `batches`) and passes them straight into a jitted step, with no
+    `jax.device_put` or prefetching in the loop.
 
 Why is this bad
     The step cannot start until its batch has crossed to the device, and the next batch is
@@ -24,6 +25,7 @@ import ast
 from evaluators.review.rule import Ctx, Rule
 from evaluators.review.rules._util import describe
 
+DATA_HINTS = ("loader", "dataset", "data", "iter", "stream", "batches", "ds")
 PUT_NAMES = frozenset({"jax.device_put", "jax.make_array_from_process_local_data", "jax.make_array_from_callback"})
 
 
@@ -40,7 +42,12 @@ class HostBatchWithoutPrefetch(Rule):
         if ctx.scope.traced or ctx.kind(node.iter) is not None:
             return
         source = describe(node.iter)
-        if "prefetch" in source.lower() or "device" in source.lower():
+        lowered = source.lower()
+        if "prefetch" in lowered or "device" in lowered:
+            return
+        # Only sources that read as data pipelines: a loader call or a data-like name. A plain
+        # list parameter may already hold device arrays, and an info finding there is noise.
+        if not (isinstance(node.iter, ast.Call) or any(h in lowered for h in DATA_HINTS)):
             return
         targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
         if not targets:

@@ -1,0 +1,81 @@
+"""Every rule against its fixtures: bad_*.py must fire, clean_*.py must not, and the full
+output of all rules on each fixture matches its golden .txt (a new rule needs only files)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES, check_golden
+from evaluators.review import registry
+from evaluators.review.api import format_text, review_source
+from evaluators.review.finding import SEVERITIES
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = registry.all_rules()
+FIXTURE_FILES = sorted(FIXTURES.glob("JM*/*.py"))
+DOC_SECTIONS = ("What it does", "Why is this bad", "Example", "Use instead")
+
+
+def _topics() -> set[str]:
+    return set(yaml.safe_load((ROOT / "corpus" / "topics.yaml").read_text(encoding="utf-8")))
+
+
+def test_at_least_twenty_rules_with_unique_codes_and_names():
+    codes = [r.code for r in RULES]
+    names = [r.name for r in RULES]
+    assert len(RULES) >= 20
+    assert len(set(codes)) == len(codes), "duplicate rule codes"
+    assert len(set(names)) == len(names), "duplicate rule names"
+    assert all(re.fullmatch(r"JM\d{3}", c) for c in codes)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_rule_metadata(rule):
+    assert rule.topic in _topics(), f"{rule.code}: unknown topic {rule.topic!r}"
+    assert rule.severity in SEVERITIES
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
+    assert "\n" not in rule.message and "\n" not in rule.fix
+    doc = rule.doc
+    assert doc.startswith(f"{rule.code} {rule.name}"), f"{rule.code}: docstring must start with code and name"
+    positions = [doc.find(f"\n{s}\n") for s in DOC_SECTIONS]
+    assert all(p > 0 for p in positions) and positions == sorted(positions), f"{rule.code}: sections {DOC_SECTIONS}"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_every_rule_has_bad_and_clean_fixtures(rule):
+    folder = FIXTURES / rule.code
+    assert list(folder.glob("bad_*.py")), f"{rule.code}: no bad_*.py fixture in {folder}"
+    assert list(folder.glob("clean_*.py")), f"{rule.code}: no clean_*.py fixture in {folder}"
+
+
+def test_fixture_folders_name_existing_rules():
+    codes = {r.code for r in RULES}
+    assert {p.parent.name for p in FIXTURE_FILES} <= codes
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fixture(path: Path):
+    code = path.parent.name
+    rel = f"{code}/{path.name}"
+    findings = review_source(path.read_text(encoding="utf-8"), rel)
+    fired = [f for f in findings if f.code == code]
+    if path.name.startswith("bad_"):
+        assert fired, f"{rel}: {code} did not fire"
+    else:
+        assert not fired, f"{rel}: {code} fired on clean code: {[f.location for f in fired]}"
+    check_golden(path.with_suffix(".txt"), format_text(findings, verbose=True))
+
+
+def test_select_and_ignore_by_prefix():
+    assert {r.code for r in registry.select(["JM1"])} == {r.code for r in RULES if r.code.startswith("JM1")}
+    picked = {r.code for r in registry.select(["JM1", "JM401"], ["JM104"])}
+    assert "JM104" not in picked and "JM401" in picked and "JM101" in picked
+    assert registry.select(ignore=["ALL"]) == []
+
+
+def test_unknown_selection_names_the_valid_codes():
+    with pytest.raises(registry.SelectionError, match=r"'JM999' matches no rule; valid codes are JM101"):
+        registry.select(["JM999"])
