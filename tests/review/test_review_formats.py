@@ -1,0 +1,88 @@
+"""Output formats: SARIF valid against the 2.1.0 schema, stable fingerprints, JSON, Markdown.
+
+`sarif-schema-2.1.0.json` is the OASIS SARIF 2.1.0 (errata01) schema, vendored from
+oasis-tcs/sarif-spec (sarif-2.1/schema/sarif-schema-2.1.0.json) because tests run offline.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import FIXTURES, HERE, check_golden
+from evaluators.review import registry
+from evaluators.review.api import (
+    card_url_factory, format_json, format_markdown, format_sarif, format_text, review_source,
+)
+from evaluators.review.finding import Note
+from evaluators.review.formats import fingerprints
+
+SAMPLE = FIXTURES / "JM101" / "bad_training_loop.py"
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return json.loads((HERE / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+
+
+def _sample():
+    return review_source(SAMPLE.read_text(encoding="utf-8"), "src/train loop.py")
+
+
+def test_sarif_is_valid_and_complete(schema):
+    findings = _sample()
+    notes = [Note("data/blob.bin", "binary file (contains NUL bytes); skipped")]
+    doc = json.loads(format_sarif(findings, notes, rules=registry.all_rules(), card_url=card_url_factory()))
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft4Validator)
+    run = doc["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == [r.code for r in registry.all_rules()], "one rule entry per code"
+    assert all(r["helpUri"].endswith(f"/{r['properties']['topic']}/en.md") for r in rules)
+    assert len(run["results"]) == len(findings)
+    for res in run["results"]:
+        assert rules[res["ruleIndex"]]["id"] == res["ruleId"]
+        assert res["partialFingerprints"]["jaxmemFingerprint/v1"]
+        assert res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "src/train%20loop.py"
+    assert run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"].startswith("binary file")
+
+
+def test_sarif_with_a_parse_error_and_a_notebook_is_valid(schema):
+    broken = review_source("def f(:\n", "bad.py")
+    nb = review_source("import jax\n", "nb.ipynb")
+    for f in nb:
+        f.cell = 2
+    doc = json.loads(format_sarif(broken + nb, rules=registry.select(["JM1"]), card_url=card_url_factory()))
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft4Validator)
+    assert doc["runs"][0]["results"][0]["ruleId"] == "JM001"
+
+
+def test_fingerprints_survive_line_shifts_and_differ_per_occurrence():
+    src = SAMPLE.read_text(encoding="utf-8")
+    a = review_source(src, "t.py")
+    b = review_source("\n\n# a comment moves every line\n" + src, "t.py")
+    assert [f.line + 3 for f in a] == [f.line for f in b]
+    assert fingerprints(a) == fingerprints(b)
+    twice = review_source("import jax.numpy as jnp\nfor i in range(3):\n    float(jnp.ones(()))\n"
+                          "for i in range(3):\n    float(jnp.ones(()))\n", "t.py")
+    assert len(set(fingerprints(twice))) == 2
+
+
+def test_json_round_trips_every_field():
+    findings = _sample()
+    doc = json.loads(format_json(findings, [Note("x", "y")], files=1))
+    assert doc["summary"]["findings"] == len(findings) and doc["summary"]["files"] == 1
+    assert doc["findings"][0] == findings[0].to_dict()
+    assert doc["notes"] == [{"path": "x", "message": "y"}]
+
+
+def test_markdown_and_text_golden():
+    findings = _sample()
+    check_golden(HERE / "golden" / "sample.md", format_markdown(findings, files=1))
+    check_golden(HERE / "golden" / "sample.txt", format_text(findings, files=1))
+
+
+def test_empty_outputs_say_so():
+    assert format_text([], files=3) == "No findings in 3 files.\n"
+    assert "No findings" in format_markdown([])

@@ -1,0 +1,123 @@
+"""Batches over real files: bad input of every kind gets a clear message and the batch finishes;
+notebooks report cell and line; .gitignore, suppression comments and [tool.jaxmem] are honoured."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluators.review import config
+from evaluators.review.api import review_paths, review_question, review_source, extract_code_blocks
+
+BAD_LOOP = "import jax.numpy as jnp\n\nfor i in range(3):\n    x = jnp.ones(3)\n    print(float(x.sum()))\n"
+
+
+def _nb(cells: list[tuple[str, str]]) -> str:
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": kind, "metadata": {}, "source": src.splitlines(keepends=True),
+         **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+        for kind, src in cells]})
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "good.py").write_text(BAD_LOOP)
+    (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "empty.py").write_text("")
+    (tmp_path / "blob.py").write_bytes(b"\x00\x01binary\x00" * 10)
+    (tmp_path / "latin1.py").write_bytes("# caf\xe9\nx = 1\n".encode("latin-1"))
+    (tmp_path / "huge.py").write_text("x = 1\n" * 900_000)  # ~5.4 MB
+    (tmp_path / "bad.ipynb").write_text('{"cells": [')
+    (tmp_path / "notes.txt").write_text("not python")
+    (tmp_path / "nopy").mkdir()
+    (tmp_path / "nopy" / "README.md").write_text("# nothing here")
+    return tmp_path
+
+
+def test_bad_input_gets_clear_messages_and_the_batch_finishes(tree: Path):
+    result = review_paths([str(tree)], jobs=1)
+    by_file = {Path(f.path).name: f for f in result.findings}
+    notes = {Path(n.path).name: n.message for n in result.notes}
+    assert by_file["good.py"].code == "JM101"
+    assert by_file["broken.py"].code == "JM001" and "cannot parse" in by_file["broken.py"].message
+    assert by_file["bad.ipynb"].code == "JM001" and "notebook" in by_file["bad.ipynb"].message
+    assert "binary" in notes["blob.py"]
+    assert "not UTF-8" in notes["latin1.py"]
+    assert "limit" in notes["huge.py"] and "MB" in notes["huge.py"]
+    assert "empty" in notes["empty.py"]
+    assert "notes.txt" not in notes, "non-Python files inside directories are skipped silently"
+    assert result.exit_code == 1
+
+
+def test_directory_without_python_and_missing_paths(tree: Path):
+    result = review_paths([str(tree / "nopy"), str(tree / "missing"), str(tree / "notes.txt")], jobs=1)
+    assert result.findings == [] and result.exit_code == 0
+    messages = [n.message for n in result.notes]
+    assert any("no Python files" in m for m in messages)
+    assert any("no such file" in m for m in messages)
+    assert any("not a Python file" in m for m in messages)
+
+
+def test_gitignore_and_excludes(tmp_path: Path):
+    (tmp_path / ".gitignore").write_text("generated/\n*_pb2.py\n")
+    for rel in ("a.py", "generated/b.py", "pkg/c_pb2.py", "pkg/d.py", ".venv/e.py", "skipme/f.py"):
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(BAD_LOOP)
+    names = lambda r: sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
+    assert names(review_paths([str(tmp_path)], exclude=["skipme"], jobs=1)) == ["a.py", "pkg/d.py"]
+    everything = names(review_paths([str(tmp_path)], respect_gitignore=False, jobs=1))
+    assert everything == ["a.py", "generated/b.py", "pkg/c_pb2.py", "pkg/d.py", "skipme/f.py"]
+
+
+def test_notebook_findings_point_at_cell_and_line(tmp_path: Path):
+    nb = tmp_path / "train.ipynb"
+    nb.write_text(_nb([
+        ("markdown", "# Training"),
+        ("code", "%matplotlib inline\n!pip install jax\nimport jax\nimport jax.numpy as jnp"),
+        ("code", "%%bash\necho hi"),
+        ("code", "total = 0.0\nfor i in range(10):\n    x = jnp.ones(3)\n    total += float(x.sum())"),
+    ]))
+    result = review_paths([str(nb)], jobs=1)
+    (f,) = result.findings
+    assert (f.cell, f.line, f.code) == (4, 4, "JM101")
+    assert f.location == f"{nb}:cell 4:4:14"
+
+
+def test_suppression_comments():
+    src = BAD_LOOP.replace("print(float(x.sum()))", "print(float(x.sum()))  # jaxmem: ignore[JM101]")
+    assert review_source(src) == []
+    assert review_source(BAD_LOOP.replace("x.sum()))", "x.sum()))  # jaxmem: ignore")) == []
+    assert [f.code for f in review_source(BAD_LOOP.replace("x.sum()))", "x.sum()))  # jaxmem: ignore[JM2]"))] == ["JM101"]
+
+
+def test_pyproject_section(tmp_path: Path):
+    pp = tmp_path / "pyproject.toml"
+    pp.write_text('[tool.jaxmem]\nother-command = 1\nignore = ["JM101"]\n[tool.jaxmem.review]\nmax-file-size = 2000\n')
+    cfg = config.load(config.find_pyproject(tmp_path))
+    assert cfg.ignore == ["JM101"] and cfg.max_file_size == 2000
+    pp.write_text('[tool.jaxmem.review]\nselct = ["JM1"]\n')
+    with pytest.raises(config.ConfigError, match=r"unknown key .*'selct'.*valid keys: select, ignore"):
+        config.load(pp)
+    pp.write_text('[tool.jaxmem]\nmax-file-size = "big"\n')
+    with pytest.raises(config.ConfigError, match="max-file-size must be a positive number"):
+        config.load(pp)
+
+
+def test_question_code_blocks():
+    q = f"Why is this slow?\n```python\n{BAD_LOOP}```\nand this:\n```\nx = 1\n```"
+    assert len(extract_code_blocks(q)) == 2
+    findings = review_question(q)
+    assert [(f.path, f.code) for f in findings] == [("<pasted block 1>", "JM101")]
+    assert extract_code_blocks("how much memory does jit use?") == []
+    assert [f.code for f in review_question(BAD_LOOP)] == ["JM101"], "unfenced code that imports jax"
+
+
+def test_parallel_batch_matches_serial(tmp_path: Path):
+    for i in range(230):
+        (tmp_path / f"m{i:03}.py").write_text(BAD_LOOP if i % 3 else "x = 1\n")
+    serial = review_paths([str(tmp_path)], jobs=1)
+    parallel = review_paths([str(tmp_path)], jobs=2)
+    assert [f.to_dict() for f in serial.findings] == [f.to_dict() for f in parallel.findings]
+    assert len(serial.findings) == 153 and serial.files == 230
