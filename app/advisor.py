@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 20_000  # beyond this the question is truncated (and the answer says so)
 MAX_QUERY_CHARS = 2_000  # what retrieval sees of the prose
-# Calibrated on the eval set (`jaxmem eval`): the best chunk's cosine similarity below which the
-# question is treated as outside the knowledge base.
+# Fallback when a backend does not carry its own calibrated threshold (`abstain_below`): the best
+# chunk's cosine similarity below which a question is treated as outside the knowledge base.
 ABSTAIN_BELOW = 0.80
 FOLLOW_UP_WORDS = 8
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.S)
@@ -71,6 +71,10 @@ class Advisor:
         if isinstance(items, dict):
             items = items.get("claims", [])
         return {(i["seed"], str(i["claim"])): i for i in items or []}
+
+    @property
+    def abstain_below(self) -> float:
+        return getattr(self.embeddings, "abstain_below", ABSTAIN_BELOW)
 
     def warm(self) -> None:
         """Load everything a first question needs (web and Slack call this at start-up)."""
@@ -128,7 +132,7 @@ class Advisor:
         t2 = time.perf_counter()
 
         finding_topics = list(dict.fromkeys(f["topic"] for f in findings if f.get("topic")))
-        relevant = bool(hits) and hits[0].dense >= ABSTAIN_BELOW
+        relevant = bool(hits) and hits[0].dense >= self.abstain_below
         if not relevant and not finding_topics:
             closest = [(h.card, self._title(h.card, lang), self.card_url(h.card, self._pick_lang(h.card, lang)[0]))
                        for h in hits[:3]]
@@ -180,7 +184,7 @@ class Advisor:
         for hit in seed_hits[:8]:
             m = hit.metadata
             item = self.audit.get((m.get("seed"), str(m.get("claim"))))
-            if not item or item.get("card") != topic or hit.score < ABSTAIN_BELOW:
+            if not item or item.get("card") != topic or hit.score < self.abstain_below:
                 continue
             expl = item.get("explanation") or {}
             claims.append(SeedClaim(seed=m["seed"], claim=str(m["claim"]), verdict=item.get("verdict", ""),

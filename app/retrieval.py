@@ -15,6 +15,8 @@ from ingest.store import Hit, Store
 
 Mode = Literal["dense", "lexical", "hybrid"]
 RRF_K = 60
+LEXICAL_WEIGHT = 0.5  # dense is the stronger signal (eval: `jaxmem eval` compares the modes)
+SECOND_CHUNK = 0.25  # a card's score: its best chunk plus this share of its second best
 _TOKEN = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+|[A-Za-z_][A-Za-z0-9_]*", re.U)
 _CJK = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 
@@ -72,9 +74,9 @@ class Retriever:
 
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
-        for ranked in (dense, lexical):
+        for ranked, weight in ((dense, 1.0), (lexical, LEXICAL_WEIGHT)):
             for rank, hit in enumerate(ranked):
-                fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
+                fused[hit.id] = fused.get(hit.id, 0.0) + weight / (RRF_K + rank)
                 by_id.setdefault(hit.id, hit)
         best_dense: dict[str, float] = {}
         for h in dense:
@@ -85,9 +87,10 @@ class Retriever:
             hit = by_id[cid]
             topic = hit.metadata["card"]
             ch = cards.setdefault(topic, CardHit(topic, 0.0, best_dense.get(topic, 0.0)))
-            # A card's score is its best chunk plus a small share of the rest: several matching
-            # sections are evidence, but one long card must not win by volume alone.
-            ch.score += score if not ch.chunks else 0.25 * score
+            # Best chunk plus a share of the second: two matching sections are evidence, but a card
+            # must not win by volume (ten language versions, many sections) alone.
+            if len(ch.chunks) < 2:
+                ch.score += score if not ch.chunks else SECOND_CHUNK * score
             ch.chunks.append(hit)
             ch.langs.add(hit.metadata["lang"])
         ranked = sorted(cards.values(), key=lambda c: -c.score)

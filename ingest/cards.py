@@ -269,6 +269,11 @@ def check_snippets(folder: Path, layout: CorpusLayout) -> list[CorpusError]:
     return problems
 
 
+def seed_id(path: Path) -> str:
+    """Seeds are named `<number>_<hash>.txt`; the audit refers to them by number."""
+    return path.stem.split("_")[0]
+
+
 AUDIT_VERDICTS = ("accurate", "needs-caveat", "inaccurate", "not-verifiable")
 
 
@@ -283,7 +288,7 @@ def check_seeds(folder: Path, layout: CorpusLayout) -> list[CorpusError]:
         return [CorpusError(audit_path, "yaml", str(exc).splitlines()[0])]
     if isinstance(audit, dict):
         audit = audit.get("claims", [])
-    seeds = {p.stem for p in folder.glob("*.txt")}
+    seeds = {seed_id(p) for p in folder.glob("*.txt")}
     for i, item in enumerate(audit):
         where = f"claims[{i}]"
         if item.get("seed") not in seeds:

