@@ -1,0 +1,1 @@
+"""The Slack front end: `jaxmem slack` (see app/slack/README-section.md)."""

@@ -1,0 +1,131 @@
+"""The work behind each listener, run after the 3-second ack: answer, review, verify.
+
+Listeners only pick the flow and its arguments. Every flow ends with something posted: the
+result, or a plain error (a JaxmemError's message and hint; otherwise a short apology, with the
+traceback in the log), never silence and never a traceback in Slack.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from app.slack import render
+from app.slack.dedupe import SeenCache
+from app.slack.history import thread_turns
+from app.slack.post import NOT_WRITABLE, ChannelRateLimiter, Poster, slack_error
+from app.slack.services import Services
+from ingest.errors import JaxmemError, UsageError
+
+log = logging.getLogger("jaxmem.slack")
+
+REVIEW_ONLY_WORDS = 3  # code with at most this much prose around it ("review this:") is only reviewed
+_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+_FENCED = re.compile(r"```.*?```", re.S)
+
+
+@dataclass
+class Bot:
+    """What the listeners share: the services and the Slack-side bookkeeping."""
+
+    services: Services
+    poster: Poster = field(default_factory=lambda: Poster(ChannelRateLimiter(1.0)))
+    seen: SeenCache = field(default_factory=SeenCache)  # events and messages already handled
+    threads: SeenCache = field(default_factory=SeenCache)  # threads the bot answered in
+
+
+def clean(text: str) -> str:
+    """The user's text without bot mentions, and with Slack's entity escapes undone."""
+    text = _MENTION.sub(" ", text or "")
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
+
+
+def is_review_only(text: str) -> bool:
+    if "```" not in text:
+        return False
+    return len(_FENCED.sub(" ", text).split()) <= REVIEW_ONLY_WORDS
+
+
+def new_answer_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _failure(lang: str, exc: BaseException, doing: str) -> list[dict]:
+    if isinstance(exc, JaxmemError):
+        return render.error_message(lang, exc.message, exc.hint)
+    log.exception("while trying to %s", doing)
+    return render.error_message(lang, render.t(lang, "failed_internal"))
+
+
+def language(bot: Bot, text: str) -> str:
+    try:
+        return bot.services.language(text)
+    except Exception:  # the placeholder's language is cosmetic; never fail an answer on it
+        log.exception("language detection failed")
+        return "en"
+
+
+def reply_in_thread(bot: Bot, client, *, channel: str, ts: str, text: str, thread_ts: str | None) -> bool:
+    """Answer (or review) one user message in its thread. False when it was already handled."""
+    if not bot.seen.claim(f"msg:{channel}:{ts}"):
+        return False  # the same message came as app_mention and as message.*: answer once
+    question = clean(text)
+    root = thread_ts or ts
+    bot.threads.claim(f"thread:{channel}:{root}")  # later replies here are follow-ups, even without a mention
+    lang = language(bot, question)
+    review_only = is_review_only(question)
+    placeholder = bot.poster.post(client, channel, thread_ts=root,
+                                  **render.status(render.t(lang, "reviewing" if review_only else "thinking")))
+    try:
+        if not question:
+            raise UsageError("the message has no question in it.", "Ask something after the mention, "
+                              "e.g. @jaxmem why does JAX take 75% of my GPU memory?")
+        if review_only:
+            messages = render.findings_messages(bot.services.review(question), lang)
+        else:
+            history = thread_turns(client, channel, thread_ts, before_ts=ts)
+            ans = bot.services.ask(question, history)
+            messages = render.answer_messages(ans, new_answer_id())
+    except Exception as exc:
+        messages = _failure(lang, exc, "answer a message")
+    bot.poster.deliver(client, channel, messages, thread_ts=root, placeholder_ts=placeholder.get("ts"))
+    return True
+
+
+def reply_to_command(bot: Bot, client, respond, *, channel: str, user: str, kind: str, arg: str) -> None:
+    """Run `/jaxmem ask|review|verify` and post the result in the channel, visible to everyone."""
+    lang = language(bot, arg) if kind == "ask" else "en"
+    try:
+        if kind == "ask":
+            messages = render.answer_messages(bot.services.ask(arg), new_answer_id(), asker=user)
+        elif kind == "review":
+            messages = render.findings_messages(bot.services.review(arg), lang, asker=user)
+        else:
+            record, summary = bot.services.verify(arg)
+            messages = render.verify_messages(arg, record, summary, bot.services.settings.card_url(arg))
+    except Exception as exc:
+        respond(response_type="ephemeral", **_failure(lang, exc, f"run /jaxmem {kind}")[0])
+        return
+    try:
+        bot.poster.deliver(client, channel, messages)
+    except Exception as exc:
+        if slack_error(exc) not in NOT_WRITABLE:
+            raise
+        # The bot is not in this channel (or it is a DM between people): the command's
+        # response_url can still answer there.
+        for msg in messages:
+            respond(response_type="in_channel", text=msg["text"], blocks=msg["blocks"])
+
+
+def record_feedback(bot: Bot, client, *, rating: str, value: str, channel: str, user: str,
+                    thread_ts: str | None) -> None:
+    lang = "en"
+    try:
+        data = render.parse_feedback_value(value)
+        lang = data["lang"]
+        bot.services.feedback(data["answer_id"], rating, question=data["question"], cards=data["cards"])
+        text = render.t(lang, "thanks")
+    except Exception as exc:
+        text = _failure(lang, exc, "save feedback")[0]["text"]
+    bot.poster.ephemeral(client, channel, user, text, thread_ts=thread_ts)
