@@ -30,6 +30,9 @@ def advisor():
     ensure_index(settings, show_progress=False)
     adv = Advisor(settings)
     adv.warm()
+    # warm() builds lingua's detector, but lingua loads its n-gram models on the first detection
+    # (about 10 s on 2 cores): one real question here keeps that wait off the first user.
+    adv.ask("How do I stop JAX preallocating memory?")
     return adv
 
 
@@ -40,17 +43,26 @@ def feedback_store():
     return FeedbackStore.default(Settings())
 
 
+_RUNTIME_PROBE = ("import json, jax; print(json.dumps({'jax': jax.__version__, 'backend': jax.default_backend(), "
+                  "'devices': [f'{d.platform}:{d.id} ({d.device_kind})' for d in jax.devices()]}))")
+
+
 @st.cache_resource(show_spinner=False)
 def runtime() -> dict:
-    """JAX version, backend and devices of this process, for the sidebar and evidence labels."""
-    try:
-        import jax
+    """JAX version, backend and devices, read in a child process once: importing jax here would
+    start XLA's threads in the server, and every verifier run forks from it."""
+    import json
+    import subprocess
+    import sys
 
-        return {"jax": jax.__version__, "backend": jax.default_backend(),
-                "devices": [f"{d.platform}:{d.id} ({d.device_kind})" for d in jax.devices()]}
+    try:
+        out = subprocess.run([sys.executable, "-c", _RUNTIME_PROBE], capture_output=True, text=True,
+                             timeout=120, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
     except Exception as exc:  # a broken accelerator plugin must not take the app down
-        log.exception("reading JAX devices failed")
-        return {"jax": "?", "backend": "?", "devices": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
+        why = getattr(exc, "stderr", None) or str(exc)
+        log.warning("reading JAX devices failed: %s", why)
+        return {"jax": "?", "backend": "?", "devices": [], "error": f"{type(exc).__name__}: {why}"[-300:]}
 
 
 @st.cache_data(ttl=30, show_spinner=False)
