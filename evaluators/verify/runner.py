@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluators.verify import probe
-from evaluators.verify.sandbox import ChildRun, Limits, run_isolated, scrub_env
+from evaluators.verify.sandbox import ChildRun, Limits, accelerator_plugin_present, run_isolated, scrub_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,6 +77,9 @@ def parse_stderr(text: str) -> tuple[GuardCounts, str]:
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = scrub_env(os.environ, extra, pythonpath=str(REPO_ROOT))
+    if "JAX_PLATFORMS" not in env and not accelerator_plugin_present():
+        # Only CPU can start anyway; naming it skips the search for other plugins (~0.25 s a run).
+        env["JAX_PLATFORMS"] = "cpu"
     # log_explicit logs implicit AND explicit transfers; the probe's markers tell them apart.
     env.setdefault("JAX_TRANSFER_GUARD", "log_explicit")
     return env

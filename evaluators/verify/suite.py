@@ -38,6 +38,12 @@ def sync_lines(run: SnippetRun) -> list[dict]:
             for (line, source), n in sorted(counts.items(), key=lambda kv: (kv[0][0] or 0))]
 
 
+def needs_repeats(pair: Pair, backend: str | None) -> bool:
+    """Only noisy metrics need repeats: counts and compiled sizes repeat exactly across
+    processes (101/101/101 in the measurement notes), so one run per side decides them."""
+    return any(METRICS[s.metric].noise != "exact" for s in pair.metrics if backend in s.backends)
+
+
 def device_of(runs: list[SnippetRun]) -> dict:
     return next((r.device for r in runs if r.device), {})
 
@@ -49,13 +55,14 @@ def verify_pair(pair: Pair, *, repeats: int, limits: Limits, baselines: Baseline
         raise RuntimeError(f"the empty-snippet baseline failed, so nothing can be measured: {baseline.error}")
     before: list[SnippetRun] = []
     after: list[SnippetRun] = []
+    n_runs = repeats if needs_repeats(pair, baseline.device.get("backend")) else 1
     # Interleaved so that drift in the machine's state hits both sides alike.
-    for i in range(repeats):
-        for side, path, runs in (("before", pair.before, before), ("after", pair.after, after)):
+    for i in range(n_runs):
+        for side, path, side_runs in (("before", pair.before, before), ("after", pair.after, after)):
             if progress:
-                progress(f"{pair.id}: {side} {i + 1}/{repeats}")
-            runs.append(run_snippet(path, entry=pair.entry, env=pair.env, limits=limits,
-                                    baseline=baseline))
+                progress(f"{pair.id}: {side} {i + 1}/{n_runs}")
+            side_runs.append(run_snippet(path, entry=pair.entry, env=pair.env, limits=limits,
+                                         baseline=baseline))
         if not (before[-1].ok and after[-1].ok):
             break   # an error will not go away on a repeat; do not spend the time
     device = device_of(before + after) or baseline.device

@@ -1,0 +1,69 @@
+"""`jaxmem verify` through click's runner: usage errors, a real run, --json, --script."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from evaluators.verify.cli import command
+
+from .conftest import write_pair
+from .test_verify_api import LOOP, MANIFEST
+
+
+@pytest.fixture
+def env(pair_settings, monkeypatch):
+    monkeypatch.setenv("JAXMEM_DATA_DIR", str(pair_settings.data_dir))
+    monkeypatch.setenv("JAXMEM_CORPUS_DIR", str(pair_settings.corpus_dir))
+    write_pair(pair_settings.corpus_dir, "explicit-device-put", LOOP.format(x="np.ones(3)"),
+               LOOP.format(x="jax.device_put(np.ones(3))"), MANIFEST.format(id="explicit-device-put"))
+    return pair_settings
+
+
+def test_command_is_named_verify():
+    assert command.name == "verify"
+
+
+def test_no_topics_and_no_all_is_a_usage_error(env):
+    result = CliRunner().invoke(command, [])
+    assert result.exit_code == 2
+    assert "name topics or pass --all" in result.output and "explicit-device-put" in result.output
+
+
+def test_unknown_topic_is_a_clean_error(env):
+    result = CliRunner().invoke(command, ["no-such-topic"])
+    assert result.exit_code == 1
+    assert "no snippet pair for topic 'no-such-topic'; valid: explicit-device-put" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_script_and_topics_do_not_mix(env, tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("x = 1\n")
+    result = CliRunner().invoke(command, ["--script", str(script), "explicit-device-put"])
+    assert result.exit_code == 2
+
+
+@pytest.mark.slow
+def test_all_prints_a_table_and_json_with_the_recorded_fields(env):
+    result = CliRunner().invoke(command, ["--all"])
+    assert result.exit_code == 0, result.output
+    assert "explicit-device-put  h2d_transfers" in result.output
+    assert "verified on cpu, jax " in result.output
+    assert "not measurable on cpu" in result.output       # the gpu-only metric, labelled
+    as_json = CliRunner().invoke(command, ["explicit-device-put", "--json"])
+    body = json.loads(as_json.stdout)
+    rec = body["records"][0]
+    assert rec["origin"] == "cache"
+    assert {"jax", "jaxlib", "backend", "device_kind", "date", "snippet_hash", "metrics"} <= set(rec)
+
+
+@pytest.mark.slow
+def test_script_reports_sync_points_by_line(env, tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text("import jax.numpy as jnp\nx = jnp.arange(3)\nfor i in range(3):\n    print(int(x[i]))\n")
+    result = CliRunner().invoke(command, ["--script", str(script)])
+    assert result.exit_code == 0, result.output
+    assert "host sync points: 3" in result.output
+    assert "line 4: 3x  print(int(x[i]))" in result.output

@@ -1,0 +1,92 @@
+"""Isolation: timeouts kill the group, the memory ceiling holds, secrets stay out, errors report."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from evaluators.verify.runner import run_snippet
+from evaluators.verify.sandbox import GiB, Limits, scrub_env
+
+SECRETS = {"SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "s3", "OPENAI_API_KEY": "sk-1",
+           "AWS_SECRET_ACCESS_KEY": "a", "GITHUB_TOKEN": "g", "MY_SERVICE_PASSWORD": "p",
+           "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_LOGGING_LEVEL": "ERROR"}
+
+
+def test_scrub_env_keeps_the_allow_list_and_drops_secrets():
+    parent = {"PATH": "/bin", "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C", "JAX_PLATFORMS": "cpu",
+              "UNRELATED": "x", **SECRETS}
+    env = scrub_env(parent, {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+    assert {"PATH", "HOME", "LANG", "LC_ALL", "JAX_PLATFORMS", "XLA_FLAGS"} <= set(env)
+    assert not set(SECRETS) & set(env)
+    assert "UNRELATED" not in env
+
+
+def test_scrub_env_refuses_a_secret_from_a_manifest():
+    with pytest.raises(ValueError, match="SLACK_BOT_TOKEN"):
+        scrub_env({}, {"SLACK_BOT_TOKEN": "x"})
+
+
+@pytest.mark.slow
+def test_snippet_sees_no_secret_of_the_parent(case, monkeypatch):
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    run = run_snippet(case("print_env"))
+    assert run.ok, run.error
+    seen = json.loads(run.stdout)
+    # Compare values: importing jax sets TF_CPP_MIN_LOG_LEVEL=1 itself (harmless: warnings show).
+    assert not {k for k, v in SECRETS.items() if seen.get(k) == v}
+    assert not [k for k in seen if k.startswith(("SLACK_", "OPENAI_", "AWS_"))]
+    assert not set(SECRETS.values()) & set(seen.values())
+    assert seen["JAX_TRANSFER_GUARD"] == "log_explicit"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_infinite_loop_is_killed_at_the_timeout_with_its_process_group(case):
+    start = time.monotonic()
+    run = run_snippet(case("infinite_loop"), limits=Limits(timeout_s=4))
+    elapsed = time.monotonic() - start
+    assert not run.ok
+    assert "timed out after 4 s" in run.error
+    assert elapsed < 10, elapsed
+    grandchild = int(run.stdout.split()[0])
+    time.sleep(0.2)
+    assert not _alive(grandchild), "the grandchild survived the timeout"
+
+
+@pytest.mark.slow
+def test_allocation_far_beyond_the_ceiling_is_a_clear_error(case):
+    before = _available_memory()
+    run = run_snippet(case("huge_allocation"), limits=Limits(memory_bytes=2 * GiB))
+    assert not run.ok
+    assert "memory ceiling of 2.0 GiB" in run.error, run.error
+    assert "MemoryError" in run.error
+    # The machine is unharmed: the allocation never happened.
+    assert _available_memory() > before - 1 * GiB
+
+
+def _available_memory() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@pytest.mark.slow
+def test_raising_snippet_is_reported_with_its_traceback(case):
+    run = run_snippet(case("raises"))
+    assert not run.ok
+    assert run.error == "ValueError: batch 0 is corrupt"
+    assert 'raises.py", line 6, in <module>' in run.traceback
+    assert 'raises.py", line 2, in load_batch' in run.traceback
+    assert "evaluators/verify/probe.py" not in run.traceback
