@@ -65,6 +65,10 @@ def to_mrkdwn(markdown: str) -> str:
         if in_code:
             lines.append(escape(line))
             continue
+        if not line.strip():
+            if lines and lines[-1]:  # Markdown folds runs of blank lines; Slack would show each one
+                lines.append("")
+            continue
         if _RULE.match(line):
             lines.append("──────────")
             continue
@@ -84,7 +88,7 @@ def to_mrkdwn(markdown: str) -> str:
         lines.append(_inline(line))
     if in_code:
         lines.append("```")  # an unclosed fence would swallow every later message
-    return "\n".join(lines)
+    return "\n".join(lines).strip("\n")
 
 
 def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:

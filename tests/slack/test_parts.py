@@ -1,0 +1,143 @@
+"""The bot's small parts: rate limiter, retry memory, command parsing, rendering limits, config."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from app.answer import Answer, Citation
+from app.slack import render
+from app.slack.config import SlackConfig
+from app.slack.dedupe import SeenCache
+from app.slack.format import BLOCKS_PER_MESSAGE, SECTION_LIMIT
+from app.slack.listeners.command import parse
+from app.slack.post import ChannelRateLimiter
+from ingest.errors import UsageError
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.now += s
+
+
+def test_rate_limiter_spaces_messages_per_channel_not_across_channels():
+    clock = FakeClock()
+    limiter = ChannelRateLimiter(1.0, clock=clock, sleep=clock.sleep)
+    assert [limiter.wait("C1") for _ in range(3)] == [0, 1.0, 1.0]
+    assert limiter.wait("C2") == 0  # another channel has its own budget
+    clock.now += 5
+    assert limiter.wait("C1") == 0  # an idle channel does not wait
+
+
+def test_rate_limiter_hands_out_distinct_slots_to_concurrent_threads():
+    clock = FakeClock()  # frozen: each thread's wait is exactly its slot's distance from now
+    limiter = ChannelRateLimiter(1.0, clock=clock, sleep=lambda s: None)
+    waited = []
+    threads = [threading.Thread(target=lambda: waited.append(limiter.wait("C"))) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(waited) == [0, 1, 2, 3, 4, 5]
+
+
+def test_seen_cache_claims_once_and_forgets_after_the_ttl():
+    clock = FakeClock()
+    seen = SeenCache(ttl_s=60, clock=clock)
+    assert seen.claim("Ev1") and not seen.claim("Ev1") and "Ev1" in seen
+    clock.now += 61
+    assert "Ev1" not in seen and seen.claim("Ev1")
+
+
+def test_seen_cache_is_bounded():
+    seen = SeenCache(max_keys=3)
+    for k in "abcde":
+        seen.claim(k)
+    assert "a" not in seen and "e" in seen
+
+
+TOPICS = lambda: ["buffer-donation"]  # noqa: E731
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("ask Why 75%?", ("ask", "Why 75%?", None)),
+    ("Why 75%?", ("ask", "Why 75%?", None)),  # no keyword: a question
+    ("verify buffer-donation", ("verify", "buffer-donation", None)),
+    ("review\n```\nx = 1\n```", ("review", "```\nx = 1\n```", None)),
+    ("REVIEW ```x```", ("review", "```x```", None)),
+])
+def test_command_parsing(text, expected):
+    assert parse(text, TOPICS) == expected
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("", "/jaxmem ask QUESTION"),
+    ("help", "/jaxmem verify TOPIC"),
+    ("ask", "Ask something"),
+    ("review x = 1", "Paste the code in a ``` block"),
+    ("verify", "Name a topic. Valid topics: buffer-donation."),
+    ("verify gpu-fraction", "`gpu-fraction` is not a topic with snippets. Valid topics: buffer-donation."),
+])
+def test_command_mistakes_name_the_valid_choices(text, problem):
+    assert problem in parse(text, TOPICS)[2]
+
+
+def _answer(body: str, n_citations: int = 1) -> Answer:
+    cites = [Citation(card=f"topic-{i}", title=f"Title {i}", language="en", score=0.9, sources=[],
+                      url=f"https://example.org/{i}") for i in range(n_citations)]
+    return Answer(question="q" * 5000, language="en", answer=body, citations=cites, abstained=False)
+
+
+def test_a_huge_answer_becomes_several_messages_within_slacks_limits():
+    body = "\n\n".join(f"Paragraph {i} " + "lorem ipsum " * 200 for i in range(400))  # ~1 MB
+    messages = render.answer_messages(_answer(body), "id1")
+    assert len(messages) > 1
+    for m in messages:
+        assert len(m["blocks"]) <= BLOCKS_PER_MESSAGE and len(m["text"]) <= 40_000
+        assert all(len(b["text"]["text"]) <= SECTION_LIMIT for b in m["blocks"] if b["type"] == "section")
+    # Sources and feedback close the reply; metadata marks the first message (the thread's turn).
+    assert messages[-1]["blocks"][-1]["type"] == "actions" and messages[-1]["blocks"][-2]["type"] == "context"
+    assert "metadata" in messages[0] and all("metadata" not in m for m in messages[1:])
+    for button in messages[-1]["blocks"][-1]["elements"]:
+        assert len(button["value"]) <= 2000  # Slack's cap on a button value
+
+
+def test_feedback_value_round_trips_and_a_foreign_value_is_named():
+    block = render.feedback_block("sv", "abc", "fråga", ["buffer-donation"])
+    value = block["elements"][0]["value"]
+    assert render.parse_feedback_value(value) == {"answer_id": "abc", "lang": "sv", "cards": ["buffer-donation"],
+                                                  "question": "fråga"}
+    with pytest.raises(ValueError, match="'thumbs-up' is not jaxmem's JSON"):
+        render.parse_feedback_value("thumbs-up")
+
+
+def test_every_bot_string_exists_in_english_and_no_language_has_unknown_keys():
+    table = render._strings()
+    for lang, strings in table.items():
+        assert set(strings) <= set(table["en"]), lang
+    assert render.t("xx", "thinking") == "Thinking…"  # unknown language: English
+
+
+@pytest.mark.parametrize("env, mode, message", [
+    ({}, "socket", "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set (needed for Socket Mode)"),
+    ({"SLACK_BOT_TOKEN": "xoxb-1"}, "http", "SLACK_SIGNING_SECRET is not set (needed for HTTP mode)"),
+    ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xoxb-2"}, "socket",
+     "SLACK_APP_TOKEN starts with 'xoxb-'; it should start with 'xapp-'"),
+    ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "SLACK_API_URL": "localhost:9"}, "socket",
+     "SLACK_API_URL='localhost:9' is not an http(s) URL"),
+    ({"SLACK_BOT_TOKEN": "xoxb-1"}, "websocket", "Slack mode 'websocket' is not valid"),
+])
+def test_config_errors_name_the_variable(monkeypatch, env, mode, message):
+    for var in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(UsageError) as err:
+        SlackConfig().check(mode)
+    assert message in err.value.message
