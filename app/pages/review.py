@@ -16,22 +16,7 @@ run_it = st.checkbox("Also run it and count transfers (an isolated child process
 if st.button("Review", type="primary", icon=":material/search:"):
     sources = ([view.from_paste(pasted)] if pasted.strip() else []) + \
               [view.from_upload(u.name, u.getvalue()) for u in uploads or []]
-    result = {"sources": sources, "findings": [], "objects": [], "runs": {}, "failed": []}
-    api = shared.review_api()
-    for src in sources:
-        if src.problems or api is None:
-            continue
-        try:
-            found = list(api.review_source(src.text, src.name))
-            result["objects"] += found  # the formatters take the reviewer's own objects
-            result["findings"] += [f.to_dict() for f in found]
-            if run_it and src.cells is None:
-                from evaluators.verify.api import verify_script
-
-                with st.spinner(f"Running {src.name} in the sandbox..."):
-                    result["runs"][src.name] = verify_script(src.text, limits=shared.verify_options()["limits"])
-        except Exception as exc:
-            result["failed"].append((src.name, exc))
+    result = view.review_all(sources, run_it)
     st.session_state["review"] = result
     if not sources:
         st.warning("Nothing to review: paste code or upload .py / .ipynb files first.")
@@ -54,9 +39,10 @@ if result:
         api = shared.review_api()
         if api is not None:
             left, right = st.columns(2)
-            left.download_button("Download JSON", api.format_json(result["objects"]), "jaxmem-review.json",
+            left.download_button("Download JSON", api.format_json(result["objects"], files=len(reviewed)),
+                                 "jaxmem-review.json",
                                  "application/json", on_click="ignore", icon=":material/download:")
-            right.download_button("Download SARIF", api.format_sarif(result["objects"]), "jaxmem-review.sarif",
+            right.download_button("Download SARIF", view.sarif(api, result["objects"]), "jaxmem-review.sarif",
                                   "application/sarif+json", on_click="ignore", icon=":material/download:")
     elif reviewed:
         st.success("No findings: nothing in this code matches a known memory or transfer problem.")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-MAX_SOURCE_CHARS = 300_000  # per file; a real module is far smaller, and the table stays readable
+MAX_SOURCE_BYTES = 1_000_000  # the reviewer's own per-file limit (evaluators/review/config.py)
 CONTEXT_LINES = 2
 MAX_SHOWN_LINES = 400
 SUFFIXES = ("py", "ipynb")
@@ -27,11 +27,16 @@ class Source:
     problems: list[str] = field(default_factory=list)
 
 
+def _too_big(size: int) -> bool:
+    return size > MAX_SOURCE_BYTES
+
+
 def from_paste(text: str) -> Source:
     src = Source("<pasted>", text)
-    if len(text) > MAX_SOURCE_CHARS:
-        src.problems.append(f"The pasted code has {len(text):,} characters; at most {MAX_SOURCE_CHARS:,} "
-                            "are reviewed at once. Paste the part you want reviewed, or upload the files.")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if _too_big(size):
+        src.problems.append(f"The pasted code is {size / 1e6:.1f} MB; at most {MAX_SOURCE_BYTES / 1e6:.1f} MB "
+                            "is reviewed at once. Paste the part you want reviewed, or upload the files.")
     return src
 
 
@@ -49,8 +54,8 @@ def from_upload(name: str, data: bytes) -> Source:
         src.problems.append(f"{name} is not a text file (byte {exc.start}: {exc.reason}); "
                             "upload Python source (.py) or a Jupyter notebook (.ipynb) saved as UTF-8.")
         return src
-    if len(src.text) > MAX_SOURCE_CHARS:
-        src.problems.append(f"{name} has {len(src.text):,} characters; at most {MAX_SOURCE_CHARS:,} are reviewed.")
+    if _too_big(len(data)):
+        src.problems.append(f"{name} is {len(data) / 1e6:.1f} MB; at most {MAX_SOURCE_BYTES / 1e6:.1f} MB is reviewed per file.")
     elif suffix == "ipynb":
         src.cells = _notebook_cells(src)
     return src
@@ -72,10 +77,11 @@ def _notebook_cells(src: Source) -> list[str] | None:
 
 def findings_table(findings: list[dict]) -> None:
     rows = [{"file": f["path"], "cell": f.get("cell"), "line": f["line"], "rule": f"{f['code']} {f['name']}",
-             "severity": f["severity"], "message": f["message"], "card": f.get("url") or None} for f in findings]
-    has_cells = any(r["cell"] is not None for r in rows)
+             "severity": f["severity"], "message": f["message"], "card": f.get("url") or None,
+             "measured": ", ".join(f"{k}={v}" for k, v in (f.get("measured") or {}).items())} for f in findings]
+    optional = {"cell": any(r["cell"] is not None for r in rows), "measured": any(r["measured"] for r in rows)}
     st.dataframe(rows, hide_index=True, width="stretch", column_order=[
-        c for c in ("file", "cell", "line", "rule", "severity", "message", "card") if c != "cell" or has_cells],
+        c for c in ("file", "cell", "line", "rule", "severity", "message", "measured", "card") if optional.get(c, True)],
         column_config={"card": st.column_config.LinkColumn("card", display_text="open card")})
 
 
@@ -128,3 +134,43 @@ def show_run(name: str, result: dict) -> None:
     if syncs:
         st.markdown("Host sync points by line:\n" + "\n".join(
             f"- line {s['line'] or '?'}: {s['count']}x `{(s.get('source') or '').strip()}`" for s in syncs))
+
+
+def review(api, src: Source) -> list:
+    """The reviewer's findings for one source; notebooks go through its notebook reader."""
+    if src.cells is None:
+        return list(api.review_source(src.text, src.name))
+    from evaluators.review import registry
+
+    return list(api.review_notebook(src.text, src.name, registry.select([], []), api.card_url_factory()))
+
+
+def sarif(api, findings: list) -> str:
+    from evaluators.review import registry
+
+    return api.format_sarif(findings, rules=registry.select([], []), card_url=api.card_url_factory())
+
+
+def review_all(sources: list[Source], run_it: bool) -> dict:
+    """Review every readable source (and run .py ones when asked); failures are kept per file."""
+    from app.pages import shared
+
+    result = {"sources": sources, "findings": [], "objects": [], "runs": {}, "failed": []}
+    readable = [s for s in sources if not s.problems]
+    api = shared.review_api() if readable else None
+    for src in readable if api else []:
+        try:
+            found = review(api, src)
+            if run_it and src.cells is None:
+                from evaluators.review.dynamic import attach
+                from evaluators.verify.api import verify_script
+
+                with st.spinner(f"Running {src.name} in the sandbox..."):
+                    run = verify_script(src.text, limits=shared.verify_options()["limits"])
+                result["runs"][src.name] = run
+                attach(found, src.name, run)  # the measured counts go onto the findings they explain
+            result["objects"] += found  # the formatters take the reviewer's own objects
+            result["findings"] += [f.to_dict() for f in found]
+        except Exception as exc:
+            result["failed"].append((src.name, exc))
+    return result

@@ -62,6 +62,6 @@ def ask(at, question: str):
 
 def texts(at) -> str:
     """Everything the page says, for 'the user can read X' assertions."""
-    parts = [e.value for kind in ("markdown", "caption", "error", "warning", "info", "success")
+    parts = [e.value for kind in ("title", "subheader", "markdown", "caption", "error", "warning", "info", "success")
              for e in getattr(at, kind)]
     return "\n".join(str(p) for p in parts)
