@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from evaluators.review.astutil import LEAVES, fields
+
 JIT_NAMES = frozenset({"jax.jit", "jax.pmap", "jax.experimental.pjit.pjit", "jax.pjit"})
 # Transforms whose function argument is traced: float()/print on its values do not sync.
 TRACING_NAMES = frozenset({
@@ -241,10 +243,19 @@ class Analysis:
         self.module_scope = Scope(tree, None, self)
         self.scopes[tree] = self.module_scope
         self.imports_jax_line: int | None = None
+        # Rules ask for the same call's name many times; the tree outlives this cache, so ids are stable.
+        self._qcache: dict[int, str | None] = {}
 
     # ---- names -------------------------------------------------------------------------
     def qualname(self, expr: ast.AST) -> str | None:
         """`jnp.zeros` -> "jax.numpy.zeros" when `jnp` is an import alias; else None."""
+        key = id(expr)
+        if key in self._qcache:
+            return self._qcache[key]
+        q = self._qcache[key] = self._qualname(expr)
+        return q
+
+    def _qualname(self, expr: ast.AST) -> str | None:
         parts = []
         while isinstance(expr, ast.Attribute):
             parts.append(expr.attr)
@@ -386,12 +397,33 @@ class Analysis:
         return None
 
 
-class _Builder(ast.NodeVisitor):
+class _Builder:
     """One recursive pass: imports, functions, jitted callables, per-scope assignments."""
+
+    _methods: dict[type, object] = {}  # node class -> unbound visit function (or generic_visit)
 
     def __init__(self, analysis: Analysis):
         self.a = analysis
         self.scope = analysis.module_scope
+
+    def visit(self, node: ast.AST) -> None:
+        cls = node.__class__
+        fn = self._methods.get(cls)
+        if fn is None:
+            fn = self._methods[cls] = getattr(_Builder, f"visit_{cls.__name__}", _Builder.generic_visit)
+        fn(self, node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for name in fields(node.__class__):
+            v = getattr(node, name, None)
+            if v is None:
+                continue
+            if v.__class__ is list:
+                for item in v:
+                    if isinstance(item, ast.AST) and item.__class__ not in LEAVES:
+                        self.visit(item)
+            elif isinstance(v, ast.AST) and v.__class__ not in LEAVES:
+                self.visit(v)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:

@@ -40,6 +40,7 @@ class ArraysAccumulatedAcrossSteps(Rule):
     message = "`{what}` appended every iteration keeps each step's device buffer alive: memory grows with the step count"
     fix = "Keep only what you need: append a host copy (`jax.device_get`) every N steps, a reduced scalar, or overwrite one slot."
     node_types = (ast.Call,)
+    requires = ('.append(',)
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop or len(node.args) != 1:

@@ -34,6 +34,7 @@ class BothMemFractionVars(Rule):
     message = "`{key}` is set while `{other}` is also set (line {line}): the GPU backend raises ValueError at start-up"
     fix = "Set only one of XLA_PYTHON_CLIENT_MEM_FRACTION and XLA_CLIENT_MEM_FRACTION."
     node_types = (ast.Assign, ast.Call)
+    requires = ('MEM_FRACTION',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         seen = ctx.memo.setdefault("mem_fraction_keys", {})

@@ -38,6 +38,7 @@ class ChangingStaticArgInLoop(Rule):
     message = "static argument `{arg}` of jitted `{func}` changes every iteration: one compilation per distinct value"
     fix = "Make the argument traced (drop it from static_argnums/static_argnames) or keep it constant across the loop."
     node_types = (ast.Call,)
+    requires = ('static_arg',)
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop:

@@ -31,6 +31,7 @@ class DiscardedAtUpdate(Rule):
     message = "the result of `{expr}` is discarded: JAX arrays are immutable, so `{name}` is not updated"
     fix = "Assign the result: `{name} = {name}.at[...]...(...)`."
     node_types = (ast.Expr,)
+    requires = ('.at[',)
 
     def check(self, node: ast.Expr, ctx: Ctx) -> None:
         base = at_update_base(node.value)

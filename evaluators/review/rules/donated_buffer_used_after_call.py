@@ -40,6 +40,7 @@ class DonatedBufferUsedAfterCall(Rule):
     loop_message = "`{arg}` is donated to `{func}` but never re-bound in the loop: the next iteration passes a deleted buffer and raises"
     fix = "Re-bind the name to the call's result (`{arg} = ...`) or stop donating this argument."
     wants_bodies = True
+    requires = ('donate_',)
 
     def check_body(self, body: list[ast.stmt], ctx: Ctx) -> None:
         if ctx.scope.traced:

@@ -34,6 +34,7 @@ class EnableX64(Rule):
     message = "64-bit mode is enabled {how}: float arrays double their device memory and transfer size"
     fix = "Stay in 32-bit (or bf16) by default; enable float64 only around the computation that needs it."
     node_types = (ast.Call, ast.Assign)
+    requires = ('x64', 'X64')
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if isinstance(node, ast.Call):

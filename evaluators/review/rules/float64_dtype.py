@@ -41,6 +41,7 @@ class Float64Dtype(Rule):
     message = "`{expr}` asks JAX for a 64-bit array: twice the memory and transfer size (or silently float32 without x64)"
     fix = "Use float32 (or bfloat16 for storage); keep float64 on the host or in an explicitly enabled x64 region."
     node_types = (ast.Call,)
+    requires = ('float64', 'double', 'complex128', 'f8')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         q = ctx.qualname(node.func) or ""

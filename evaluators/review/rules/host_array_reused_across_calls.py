@@ -35,6 +35,7 @@ class HostArrayReusedAcrossCalls(Rule):
     message = "NumPy array `{arg}` is copied host->device again on every call of jitted `{func}` in this loop"
     fix = "Place it on the device once before the loop (`{arg} = jax.device_put({arg})`) and pass the device array."
     node_types = (ast.Call,)
+    requires = ('jit', 'pmap')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop or ctx.analysis.jit_info(node.func) is None:

@@ -35,6 +35,7 @@ class HostArrayToJitInLoop(Rule):
     message = "host data `{arg}` is copied host->device on every call of jitted `{func}` in this loop"
     fix = "Stack the host data and transfer it once before the loop (`jax.device_put(np.stack(...))`), then index on device."
     node_types = (ast.Call,)
+    requires = ('jit', 'pmap')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop or ctx.analysis.jit_info(node.func) is None:

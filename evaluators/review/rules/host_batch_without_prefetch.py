@@ -37,6 +37,7 @@ class HostBatchWithoutPrefetch(Rule):
     message = "batches from `{source}` go straight into jitted `{func}`: each transfer waits for the previous step instead of overlapping it"
     fix = "Queue the next batches early: `jax.device_put` them a step ahead, or wrap the iterator in a prefetch-to-device generator (size 2)."
     node_types = (ast.For,)
+    requires = ('jit', 'pmap')
 
     def check(self, node: ast.For, ctx: Ctx) -> None:
         if ctx.scope.traced or ctx.kind(node.iter) is not None:

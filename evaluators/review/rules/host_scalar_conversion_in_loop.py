@@ -38,6 +38,7 @@ class HostScalarConversionInLoop(Rule):
     message = "`{what}` on a JAX array in a loop forces a device->host sync every iteration"
     fix = "Accumulate on device (e.g. `total = total + loss`) and read the value once after the loop, or every N steps."
     node_types = (ast.Call,)
+    requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop:

@@ -34,6 +34,7 @@ class InvalidAllocatorValue(Rule):
     message = "`XLA_PYTHON_CLIENT_ALLOCATOR={value}` is not one of " + ", ".join(VALID) + ": the GPU backend raises ValueError at start-up"
     fix = "Use one of " + ", ".join(VALID) + " (\"cuda_malloc_async\" is TF_GPU_ALLOCATOR's spelling; JAX's is \"cuda_async\")."
     node_types = (ast.Assign, ast.Call)
+    requires = ('XLA_PYTHON_CLIENT_ALLOCATOR',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         for key, value in env_writes(ctx, node):

@@ -36,6 +36,7 @@ class InvalidDonationSpec(Rule):
     message = "{problem}: jax raises ValueError when this function is jitted"
     fix = "Donate only positions of the function's own parameters (0-based), and never a static argument."
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Assign)
+    requires = ('donate_argnums',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if isinstance(node, ast.Assign):

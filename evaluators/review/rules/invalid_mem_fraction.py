@@ -32,6 +32,7 @@ class InvalidMemFraction(Rule):
     message = "`{key}={value}` is not a fraction in (0, 1]: {effect}"
     fix = "Write the share as a fraction, e.g. \".75\" for 75% of the GPU's memory."
     node_types = (ast.Assign, ast.Call)
+    requires = ('MEM_FRACTION',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         for key, value in env_writes(ctx, node):

@@ -33,6 +33,7 @@ class JitCreatedInLoop(Rule):
     message = "`jax.jit` is applied inside a loop: a new jitted function is traced and compiled every iteration"
     fix = "Create the jitted function once, outside the loop; pass changing values as arguments (static ones via static_argnums)."
     node_types = (ast.Call, ast.FunctionDef)
+    requires = ('jit',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not ctx.host_loop:

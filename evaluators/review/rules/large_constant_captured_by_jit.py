@@ -71,22 +71,27 @@ class LargeConstantCapturedByJit(Rule):
     severity = "warning"
     message = "module-level array `{name}` ({size}) is captured by a jitted function and compiled into it as a constant"
     fix = "Pass the array as an argument of the jitted function (device_put it once) instead of reading the global."
-    node_types = (ast.Name,)
+    node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    requires = ('jit', 'pmap', 'lax')
 
-    def check(self, node: ast.Name, ctx: Ctx) -> None:
-        scope = ctx.scope
-        if not scope.jitted or not isinstance(node.ctx, ast.Load):
+    def check(self, node: ast.AST, ctx: Ctx) -> None:
+        scope = ctx.analysis.scopes[node]
+        # Only the outermost compiled function reports; nested ones are inside its program.
+        if not scope.jitted or (scope.parent is not None and scope.parent.jitted):
             return
         large = ctx.memo.get("large_globals")
         if large is None:
             large = ctx.memo["large_globals"] = self._large_globals(ctx)
-        if node.id not in large or self._bound_locally(node.id, ctx):
+        if not large:
             return
-        seen = ctx.memo.setdefault("large_seen", set())
-        if (id(scope), node.id) in seen:
-            return  # once per function is enough to locate it
-        seen.add((id(scope), node.id))
-        ctx.report(self, node, name=node.id, size=large[node.id])
+        seen: set[str] = set()
+        body = [node.body] if isinstance(node, ast.Lambda) else node.body
+        for stmt in body:
+            for n in ast.walk(stmt):
+                if (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in large
+                        and n.id not in seen and not self._bound_locally(n.id, scope, ctx)):
+                    seen.add(n.id)  # once per function is enough to locate it
+                    ctx.report(self, n, name=n.id, size=large[n.id])
 
     @staticmethod
     def _large_globals(ctx: Ctx) -> dict[str, str]:
@@ -110,8 +115,7 @@ class LargeConstantCapturedByJit(Rule):
         return out
 
     @staticmethod
-    def _bound_locally(name: str, ctx: Ctx) -> bool:
-        scope = ctx.scope
+    def _bound_locally(name: str, scope, ctx: Ctx) -> bool:
         while scope is not None and scope is not ctx.analysis.module_scope:
             if name in scope.params or any(
                 isinstance(t, ast.Name) and t.id == name for t, _v, _i in scope.assigns

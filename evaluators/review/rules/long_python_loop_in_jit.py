@@ -39,6 +39,7 @@ class LongPythonLoopInJit(Rule):
     message = "Python loop of {n} iterations inside a jitted function is unrolled: {n} copies of the body are compiled"
     fix = "Use `lax.fori_loop` or `lax.scan` so the body is compiled once (carry the loop state explicitly)."
     node_types = (ast.For,)
+    requires = ('jit', 'pmap', 'lax')
 
     def check(self, node: ast.For, ctx: Ctx) -> None:
         if not ctx.scope.jitted:

@@ -36,6 +36,7 @@ class MemoryProfileWithoutBlock(Rule):
     message = "memory profile taken without waiting for queued JAX work: buffers of pending operations may be missing"
     fix = "Call `.block_until_ready()` on the results (or `jax.block_until_ready(tree)`) before taking the profile."
     wants_bodies = True
+    requires = ('memory_profile',)
 
     def check_body(self, body: list[ast.stmt], ctx: Ctx) -> None:
         waited = False

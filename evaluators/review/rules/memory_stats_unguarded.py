@@ -31,6 +31,7 @@ class MemoryStatsUnguarded(Rule):
     message = "`memory_stats()` returns None on the CPU backend: indexing it directly raises TypeError there"
     fix = "Guard it: `stats = device.memory_stats() or {}` and read keys with `.get`."
     node_types = (ast.Subscript,)
+    requires = ('memory_stats',)
 
     def check(self, node: ast.Subscript, ctx: Ctx) -> None:
         value = node.value

@@ -42,6 +42,7 @@ class MissingDonation(Rule):
     message = "`{arg}` is replaced by the result of jitted `{func}` without donation: old and new buffers coexist every step"
     fix = "Donate the argument: `jax.jit(..., donate_argnums={pos})` (or donate_argnames) so the output reuses its buffer."
     node_types = (ast.Assign,)
+    requires = ('jit', 'pmap')
 
     def check(self, node: ast.Assign, ctx: Ctx) -> None:
         if not ctx.host_loop or not isinstance(node.value, ast.Call):

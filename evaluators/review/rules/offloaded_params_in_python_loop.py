@@ -42,6 +42,7 @@ class OffloadedParamsInPythonLoop(Rule):
     message = "Python loop inside a jitted function of a module that offloads to `pinned_host`: offloaded parameters stay on the device"
     fix = "Consume the stacked layer parameters with `lax.scan` so each layer is brought to the device only when used."
     node_types = (ast.For,)
+    requires = ('pinned_host',)
 
     def check(self, node: ast.For, ctx: Ctx) -> None:
         if not ctx.scope.jitted:

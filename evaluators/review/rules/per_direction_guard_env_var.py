@@ -36,6 +36,7 @@ class PerDirectionGuardEnvVar(Rule):
     fix = ("Use `jax.config.update` with the flag in lower case (e.g. \"jax_transfer_guard_host_to_device\"), "
            "the `jax.transfer_guard_*` context managers, or the global `JAX_TRANSFER_GUARD`.")
     node_types = (ast.Assign, ast.Call)
+    requires = ('JAX_TRANSFER_GUARD_',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         for key, _value in env_writes(ctx, node):

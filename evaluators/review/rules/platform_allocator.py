@@ -30,6 +30,7 @@ class PlatformAllocator(Rule):
     message = "`XLA_PYTHON_CLIENT_ALLOCATOR=platform` allocates and frees on every request: it returns memory but is slow"
     fix = "Keep it for debugging; for sharing a GPU prefer a memory fraction or disabling preallocation."
     node_types = (ast.Assign, ast.Call)
+    requires = ('XLA_PYTHON_CLIENT_ALLOCATOR',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         for key, value in env_writes(ctx, node):

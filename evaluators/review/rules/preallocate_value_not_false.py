@@ -35,6 +35,7 @@ class PreallocateValueNotFalse(Rule):
     message = "`XLA_PYTHON_CLIENT_PREALLOCATE={value}` still preallocates: only \"false\", \"False\" or \"0\" turn it off"
     fix = "Write \"false\" to disable preallocation."
     node_types = (ast.Assign, ast.Call)
+    requires = ('XLA_PYTHON_CLIENT_PREALLOCATE',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         for key, value in env_writes(ctx, node):

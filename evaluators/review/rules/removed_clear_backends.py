@@ -35,6 +35,7 @@ class RemovedClearBackends(Rule):
     message = "`{func}` was deprecated in jax 0.4.26 and raises AttributeError on 0.10; it never freed live arrays"
     fix = "Drop the references to the arrays (or call `Array.delete()` on them); `jax.clear_caches()` only clears compilation caches."
     node_types = (ast.Call,)
+    requires = ('clear_backends',)
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         q = ctx.qualname(node.func)

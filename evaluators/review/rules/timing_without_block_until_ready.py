@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review.context import dotted
 from evaluators.review.rule import Ctx, Rule
 from evaluators.review.rules._util import TIMERS, is_sync
 
@@ -41,6 +42,7 @@ class TimingWithoutBlockUntilReady(Rule):
     compile_fix = "Call the function once before starting the timer (and block on it) so compilation is not timed."
     fix = "Call `.block_until_ready()` (or `jax.block_until_ready(tree)`) on the result inside the timed region; warm up first."
     wants_bodies = True
+    requires = ('time',)
     node_types = (ast.Call,)
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
@@ -75,7 +77,7 @@ class TimingWithoutBlockUntilReady(Rule):
     def _first_jit_call(region: list[ast.stmt], before: list[ast.stmt], ctx: Ctx) -> str | None:
         """A jitted function called in the timed region and never before it in this block."""
         def jitted_calls(stmts):
-            return [ast.unparse(n.func) for s in stmts for n in ast.walk(s)
+            return [dotted(n.func) or "function" for s in stmts for n in ast.walk(s)
                     if isinstance(n, ast.Call) and ctx.analysis.jit_info(n.func) is not None]
         warmed = set(jitted_calls(before))
         return next((f for f in jitted_calls(region) if f not in warmed), None)

@@ -40,6 +40,7 @@ class TinyTrailingDimension(Rule):
     message = "shape {shape} pads to {padded} in TPU 8x128 tiles: {factor}x its size in HBM"
     fix = "Drop size-1 trailing dimensions or put the long axis last, so the last two dims fill 8x128 tiles."
     node_types = (ast.Call,)
+    requires = ('zeros', 'ones', 'empty', 'full', 'random')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         q = ctx.qualname(node.func) or ""

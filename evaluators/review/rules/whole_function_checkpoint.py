@@ -41,6 +41,7 @@ class WholeFunctionCheckpoint(Rule):
     message = "`{func}` differentiates a function that is checkpointed as a whole: this saves no memory and recomputes the forward pass"
     fix = "Checkpoint the inner blocks (each layer, or the `lax.scan` body) instead of the whole differentiated function."
     node_types = (ast.Call,)
+    requires = ('checkpoint', 'remat')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         q = ctx.qualname(node.func)
@@ -76,10 +77,11 @@ class WholeFunctionCheckpoint(Rule):
                     q = ctx.qualname(dec.args[0])
                 if q == CKPT:
                     out.add(name)
-        for stmt in ast.walk(ctx.analysis.tree):
-            if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
-                    and ctx.qualname(stmt.value.func) == CKPT):
-                out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        for scope in ctx.analysis.scopes.values():
+            for target, value, is_iter in scope.assigns:
+                if (not is_iter and isinstance(target, ast.Name) and isinstance(value, ast.Call)
+                        and ctx.qualname(value.func) == CKPT):
+                    out.add(target.id)
         return out
 
 

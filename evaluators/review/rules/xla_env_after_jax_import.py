@@ -44,6 +44,7 @@ class XlaEnvAfterJaxImport(Rule):
     message = "`{key}` is set after `import jax` (line {line}): it is ignored if any JAX operation ran before"
     fix = "Set the variable before `import jax` (top of the entry script) or in the environment that launches Python."
     node_types = (ast.Assign, ast.Call)
+    requires = ('XLA_', 'TF_GPU_ALLOCATOR')
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         first = ctx.analysis.imports_jax_line
