@@ -128,10 +128,21 @@ def verify_messages(topic: str, record: dict, summary: str, card_url: str) -> li
     icon = {"confirmed": ":white_check_mark:", "not confirmed": ":x:"}.get(verdict, ":grey_question:")
     lines = [f"{icon} *{escape(topic)}*: {escape(verdict)}", escape(summary)]
     for m in record.get("metrics", [])[:12]:
-        lines.append(f"• {escape(str(m.get('label') or m.get('metric')))}: {escape(str(m.get('before')))} → "
-                     f"{escape(str(m.get('after')))} ({escape(str(m.get('verdict')))})")
+        lines.append(f"• {escape(_metric_line(m, record.get('backend')))}")
     origin = f" · {record['origin']}" if record.get("origin") else ""
     return _messages(split_text("\n".join(lines)), [context(f"{link(card_url, topic)}{origin}")])
+
+
+def _metric_line(m: dict, backend: str | None) -> str:
+    from evaluators.verify.metrics import METRICS, format_value
+    from evaluators.verify.verdicts import NOT_MEASURABLE
+
+    label = m.get("label") or m.get("metric")
+    if m.get("verdict") == NOT_MEASURABLE:
+        return f"{label}: not measurable on {backend} (needs {' or '.join(m.get('backends') or ['another backend'])})"
+    metric = METRICS.get(m.get("metric"))
+    before, after = (format_value(metric, m.get(k)) if metric else str(m.get(k)) for k in ("before", "after"))
+    return f"{label}: {before} → {after} ({m.get('verdict')})"
 
 
 def error_message(lang: str, message: str, hint: str = "") -> list[dict]:

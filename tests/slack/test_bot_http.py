@@ -157,7 +157,8 @@ def test_answer_falls_back_to_response_url_where_the_bot_cannot_post(bot_server,
     assert call.params["response_type"] == "in_channel" and "XLA_PYTHON_CLIENT_PREALLOCATE" in json.dumps(call.params)
 
 
-def test_retry_delivered_three_times_is_answered_once(bot_server, standin, channel):
+def test_retry_delivered_three_times_is_answered_once(bot_server, standin, channel, caplog):
+    caplog.set_level("INFO", logger="jaxmem.slack")
     event = mention(standin, channel, "How do I stop JAX from preallocating GPU memory?")
     replies = [send_event(bot_server.url, event, event_id="EvRETRY" + channel,
                           headers={"X-Slack-Retry-Num": str(n), "X-Slack-Retry-Reason": "http_timeout"} if n else None)
@@ -167,6 +168,9 @@ def test_retry_delivered_three_times_is_answered_once(bot_server, standin, chann
     time.sleep(2.0)  # room for a wrongly started second answer to show up
     assert len(standin.of("chat.postMessage", channel)) == 1  # one placeholder, then one update
     assert len(standin.of("chat.update", channel)) == 1
+    # The retries stopped at the event-id filter, before any listener ran.
+    dropped = [r.getMessage() for r in caplog.records if "dropped repeated delivery" in r.getMessage()]
+    assert dropped == [f"dropped repeated delivery of EvRETRY{channel} (X-Slack-Retry-Num {n})" for n in (1, 2)]
 
 
 def test_mention_delivered_as_app_mention_and_message_is_answered_once(bot_server, standin, channel):

@@ -141,3 +141,18 @@ def test_config_errors_name_the_variable(monkeypatch, env, mode, message):
     with pytest.raises(UsageError) as err:
         SlackConfig().check(mode)
     assert message in err.value.message
+
+
+def test_verify_message_shows_the_verdict_and_each_metric_in_units():
+    record = {"topic": "buffer-donation", "verdict": "confirmed", "backend": "cpu", "origin": "cache", "metrics": [
+        {"metric": "alias_bytes", "label": "donated (aliased) bytes", "verdict": "confirmed", "before": 0,
+         "after": 262144, "backends": ["cpu", "gpu", "tpu"]},
+        {"metric": "device_peak_bytes", "label": "device peak memory", "verdict": "not measurable here",
+         "before": None, "after": None, "backends": ["gpu", "tpu"]}]}
+    (msg,) = render.verify_messages("buffer-donation", record, "verified on cpu, jax 0.10.2: ...",
+                                    "https://example.org/buffer-donation/en.md")
+    text = "\n".join(b["text"]["text"] if b["type"] == "section" else b["elements"][0]["text"] for b in msg["blocks"])
+    assert ":white_check_mark: *buffer-donation*: confirmed" in text
+    assert "• donated (aliased) bytes: 0 B → 256.0 KiB (confirmed)" in text
+    assert "• device peak memory: not measurable on cpu (needs gpu or tpu)" in text
+    assert "<https://example.org/buffer-donation/en.md|buffer-donation> · cache" in text

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from app.slack import flows, render
 
+COMMAND = "/jaxmem"  # as registered in slack-manifest.yaml
 KINDS = ("ask", "review", "verify", "help")
 USAGE = ("*/jaxmem* commands:\n"
          "• `/jaxmem ask QUESTION`: a grounded answer, in your language, with cited cards\n"
@@ -55,4 +56,4 @@ def register(app, bot) -> None:
         flows.reply_to_command(bot, client, respond, channel=command["channel_id"], user=command["user_id"],
                                kind=kind, arg=arg)
 
-    app.command("/jaxmem")(ack=ack_command, lazy=[run_command])
+    app.command(COMMAND)(ack=ack_command, lazy=[run_command])
