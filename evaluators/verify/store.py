@@ -64,7 +64,9 @@ def write_evidence(records: list[dict], settings: Settings | None = None) -> Pat
     path = evidence_dir(settings) / evidence_name(first["backend"], first["device_kind"])
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"backend": first["backend"], "device_kind": first["device_kind"],
-            "records": {r["topic"]: r for r in sorted(records, key=lambda r: r["topic"])}}
+            # `origin` says where a caller found a record (cache, evidence): not part of it.
+            "records": {r["topic"]: {k: v for k, v in r.items() if k != "origin"}
+                        for r in sorted(records, key=lambda r: r["topic"])}}
     path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
     return path
 
