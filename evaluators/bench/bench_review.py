@@ -289,15 +289,22 @@ def generate(root: Path, n: int, seed: int = 0) -> tuple[int, int]:
 
 
 def _time_once(root: Path, jobs: int) -> dict:
-    """One timed review in a fresh interpreter: the number a user sees from the CLI."""
+    """One timed review in a fresh interpreter: the number a user sees from the CLI.
+
+    CPU seconds (the child and its workers) are reported next to wall time because a shared
+    machine's other load stretches wall time but not the work done.
+    """
     code = (
-        "import json, sys, time\n"
+        "import json, resource, sys, time\n"
         "t0 = time.perf_counter()\n"
         "from evaluators.review.api import review_paths\n"
         f"r = review_paths([{str(root)!r}], jobs={jobs}, progress=False)\n"
-        "print(json.dumps({'seconds': time.perf_counter() - t0, 'files': r.files, 'findings': len(r.findings)}))\n"
+        "wall = time.perf_counter() - t0\n"
+        "cpu = sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)"
+        " for f in ('ru_utime', 'ru_stime'))\n"
+        "print(json.dumps({'seconds': wall, 'cpu': cpu, 'files': r.files, 'findings': len(r.findings)}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
                          cwd=Path(__file__).resolve().parents[2], check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -311,19 +318,25 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="jaxmem-bench-review-") as tmp:
         root = Path(tmp)
         lines, size = generate(root, args.files)
-        print(f"tree: {args.files} files, {lines:,} lines, {size / 1e6:.1f} MB; {os.cpu_count()} CPUs; "
-              f"median of {args.repeats} (each run in a fresh process, imports included)")
-        print(f"{'jobs':>4} | {'seconds':>8} | {'files/s':>8} | {'lines/s':>9} | {'findings':>8} | target {TARGET_FILES_PER_S} files/s")
-        print("-" * 72)
+        load = os.getloadavg()[0]
+        print(f"tree: {args.files} files, {lines:,} lines, {size / 1e6:.1f} MB; {os.cpu_count()} CPUs, "
+              f"load average {load:.1f}; median of {args.repeats} (each run in a fresh process, imports included)")
+        print("cpu files/s = files per CPU-second x jobs: the rate with that many otherwise idle cores")
+        print(f"{'jobs':>4} | {'wall s':>7} | {'files/s':>8} | {'lines/s':>9} | {'cpu s':>6} | {'cpu files/s':>11} | "
+              f"{'findings':>8} | target {TARGET_FILES_PER_S} files/s")
+        print("-" * 92)
         best = 0.0
         for jobs in args.jobs:
             runs = [_time_once(root, jobs) for _ in range(args.repeats)]
             assert all(r["files"] == args.files for r in runs), runs
             sec = statistics.median(r["seconds"] for r in runs)
+            cpu = statistics.median(r["cpu"] for r in runs)
             rate = args.files / sec
+            cpu_rate = args.files / cpu * jobs
             best = max(best, rate)
-            ok = "ok" if rate >= TARGET_FILES_PER_S else "BELOW"
-            print(f"{jobs:>4} | {sec:>8.2f} | {rate:>8.0f} | {lines / sec:>9,.0f} | {runs[0]['findings']:>8} | {ok}")
+            ok = "ok" if rate >= TARGET_FILES_PER_S else "BELOW (wall)"
+            print(f"{jobs:>4} | {sec:>7.2f} | {rate:>8.0f} | {lines / sec:>9,.0f} | {cpu:>6.1f} | {cpu_rate:>11.0f} | "
+                  f"{runs[0]['findings']:>8} | {ok}")
     return 0 if best >= TARGET_FILES_PER_S else 1
 
 

@@ -82,13 +82,14 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, show
                                   max_file_size=cfg.max_file_size, respect_gitignore=not no_gitignore,
                                   jobs=jobs)
         notes = list(result.notes)
-        run_line = None
+        run_line = run_result = None
         if run_path:
             from evaluators.review import dynamic
 
             run_result, _touched = dynamic.confirm(result.findings, run_path)
             run_line = dynamic.run_summary(run_result)
-        report = _render(fmt, result, notes, sel, ign, show_fixes)
+            run_result = {k: v for k, v in run_result.items() if k not in ("stdout", "stderr")}
+        report = _render(fmt, result, notes, sel, ign, show_fixes, run_result)
         if run_line and fmt in ("text", "markdown"):
             report += run_line + "\n"
         if output:
@@ -105,9 +106,9 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, show
         sys.exit(2)
 
 
-def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: bool) -> str:
+def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: bool, run: dict | None) -> str:
     if fmt == "json":
-        return api.format_json(result.findings, notes, files=result.files)
+        return api.format_json(result.findings, notes, files=result.files, run=run)
     if fmt == "sarif":
         return api.format_sarif(result.findings, notes, rules=registry.select(sel, ign),
                                 card_url=api.card_url_factory())

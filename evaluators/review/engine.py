@@ -22,19 +22,22 @@ _SUPPRESS = re.compile(r"#\s*jaxmem:\s*ignore(?:\[([A-Za-z0-9_,\s]+)\])?")
 class _Walker:
     def __init__(self, rules: list[Rule], ctx: Ctx):
         self.ctx = ctx
-        self.dispatch: dict[type, list[Rule]] = {}
+        self.dispatch: dict[type, list[Rule]] = {}  # outside host loops
+        self.loop_dispatch: dict[type, list[Rule]] = {}  # inside them: every rule
         for rule in rules:
             for t in rule.node_types:
-                self.dispatch.setdefault(t, []).append(rule)
+                self.loop_dispatch.setdefault(t, []).append(rule)
+                if not rule.only_in_host_loops:
+                    self.dispatch.setdefault(t, []).append(rule)
         self.body_rules = [r for r in rules if r.wants_bodies]
         # Leaf nodes no rule asked for are never entered: about a third of all nodes.
-        self.skip = frozenset(LEAVES - set(self.dispatch))
+        self.skip = frozenset(LEAVES - set(self.loop_dispatch))
 
     def walk(self, node: ast.AST) -> None:
         ctx = self.ctx
         t = node.__class__
         ctx.stack.append(node)
-        rules = self.dispatch.get(t)
+        rules = (self.loop_dispatch if ctx.loops and not ctx.scope.traced else self.dispatch).get(t)
         if rules:
             for rule in rules:
                 rule.check(node, ctx)

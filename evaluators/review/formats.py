@@ -54,7 +54,9 @@ def _measured(f: Finding) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(f.measured.items()))
 
 
-def format_json(findings: Sequence[Finding], notes: Sequence[Note] = (), *, files: int | None = None) -> str:
+def format_json(findings: Sequence[Finding], notes: Sequence[Note] = (), *, files: int | None = None,
+                run: dict | None = None) -> str:
+    """`run`: the verifier's result for `--run`, included as it came (counts, backend, errors)."""
     doc = {
         "version": 1,
         "summary": {"findings": len(findings), "files": files,
@@ -63,7 +65,9 @@ def format_json(findings: Sequence[Finding], notes: Sequence[Note] = (), *, file
         "findings": [f.to_dict() for f in findings],
         "notes": [n.to_dict() for n in notes],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    if run is not None:
+        doc["run"] = run
+    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
 
 
 def _uri(path: str) -> str:

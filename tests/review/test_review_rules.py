@@ -69,6 +69,16 @@ def test_fixture(path: Path):
     check_golden(path.with_suffix(".txt"), format_text(findings, verbose=True))
 
 
+REALISTIC = sorted((FIXTURES / "realistic").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", REALISTIC, ids=lambda p: p.name)
+def test_realistic_clean_code_raises_nothing(path: Path):
+    """Whole programs written the recommended way: any finding here is a false positive."""
+    findings = review_source(path.read_text(encoding="utf-8"), path.name)
+    assert not findings, "\n".join(f"{f.location}: {f.code} {f.message}" for f in findings)
+
+
 def test_select_and_ignore_by_prefix():
     assert {r.code for r in registry.select(["JM1"])} == {r.code for r in RULES if r.code.startswith("JM1")}
     picked = {r.code for r in registry.select(["JM1", "JM401"], ["JM104"])}

@@ -29,7 +29,7 @@ import ast
 from evaluators.review.rule import Ctx, Rule
 
 # Conventional names of per-step scalars: holding a few hundred of them costs nothing.
-SCALAR_HINTS = ("loss", "acc", "metric", "norm", "err", "score", "reward", "perplex", "lr")
+SCALAR_HINTS = ("loss", "acc", "metric", "norm", "err", "score", "reward", "perplex", "lr", "value")
 
 
 class ArraysAccumulatedAcrossSteps(Rule):
@@ -41,6 +41,7 @@ class ArraysAccumulatedAcrossSteps(Rule):
     fix = "Keep only what you need: append a host copy (`jax.device_get`) every N steps, a reduced scalar, or overwrite one slot."
     node_types = (ast.Call,)
     requires = ('.append(',)
+    only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop or len(node.args) != 1:

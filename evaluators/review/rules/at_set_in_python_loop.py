@@ -47,6 +47,7 @@ class AtSetInPythonLoop(Rule):
     fix = "Vectorise the updates into one `.at[indices].set(values)`, or run the loop under jit (`lax.fori_loop`) and donate the array."
     node_types = (ast.Assign,)
     requires = ('.at[', 'dynamic_update')
+    only_in_host_loops = True
 
     def check(self, node: ast.Assign, ctx: Ctx) -> None:
         if not ctx.host_loop or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):

@@ -39,6 +39,7 @@ class ChangingStaticArgInLoop(Rule):
     fix = "Make the argument traced (drop it from static_argnums/static_argnames) or keep it constant across the loop."
     node_types = (ast.Call,)
     requires = ('static_arg',)
+    only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop:

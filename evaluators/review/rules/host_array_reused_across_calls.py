@@ -36,6 +36,7 @@ class HostArrayReusedAcrossCalls(Rule):
     fix = "Place it on the device once before the loop (`{arg} = jax.device_put({arg})`) and pass the device array."
     node_types = (ast.Call,)
     requires = ('jit', 'pmap')
+    only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop or ctx.analysis.jit_info(node.func) is None:

@@ -36,6 +36,7 @@ class HostArrayToJitInLoop(Rule):
     fix = "Stack the host data and transfer it once before the loop (`jax.device_put(np.stack(...))`), then index on device."
     node_types = (ast.Call,)
     requires = ('jit', 'pmap')
+    only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop or ctx.analysis.jit_info(node.func) is None:

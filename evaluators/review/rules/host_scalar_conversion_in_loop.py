@@ -39,6 +39,7 @@ class HostScalarConversionInLoop(Rule):
     fix = "Accumulate on device (e.g. `total = total + loss`) and read the value once after the loop, or every N steps."
     node_types = (ast.Call,)
     requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(')
+    only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop:

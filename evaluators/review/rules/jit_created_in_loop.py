@@ -34,6 +34,7 @@ class JitCreatedInLoop(Rule):
     fix = "Create the jitted function once, outside the loop; pass changing values as arguments (static ones via static_argnums)."
     node_types = (ast.Call, ast.FunctionDef)
     requires = ('jit',)
+    only_in_host_loops = True
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not ctx.host_loop:

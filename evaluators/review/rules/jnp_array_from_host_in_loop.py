@@ -38,6 +38,7 @@ class JnpArrayFromHostInLoop(Rule):
     fix = "Convert all the data once before the loop (stack it, then one `jnp.asarray`/`jax.device_put`) and index it on device."
     node_types = (ast.Call,)
     requires = ('array', 'device_put')
+    only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop or not node.args:

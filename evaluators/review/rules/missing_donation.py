@@ -43,6 +43,7 @@ class MissingDonation(Rule):
     fix = "Donate the argument: `jax.jit(..., donate_argnums={pos})` (or donate_argnames) so the output reuses its buffer."
     node_types = (ast.Assign,)
     requires = ('jit', 'pmap')
+    only_in_host_loops = True
 
     def check(self, node: ast.Assign, ctx: Ctx) -> None:
         if not ctx.host_loop or not isinstance(node.value, ast.Call):

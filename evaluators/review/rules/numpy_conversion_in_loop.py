@@ -34,6 +34,7 @@ class NumpyConversionInLoop(Rule):
     message = "`{func}` on a JAX array in a loop copies it device->host and blocks every iteration"
     fix = "Keep the computation in jax.numpy on device and fetch results once after the loop with `jax.device_get`."
     node_types = (ast.Call,)
+    only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop or not node.args:

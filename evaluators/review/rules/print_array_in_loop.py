@@ -38,6 +38,7 @@ class PrintArrayInLoop(Rule):
     message = "formatting JAX array `{what}` in a loop forces a device->host sync and copy every iteration"
     fix = "Log every N steps (`if step % N == 0`), or collect values on device and print them once after the loop."
     node_types = (ast.Call, ast.JoinedStr)
+    only_in_host_loops = True
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not ctx.host_loop:

@@ -32,6 +32,9 @@ from evaluators.review.rule import Ctx, Rule
 from evaluators.review.rules._util import TIMERS, is_sync
 
 
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
+
 class TimingWithoutBlockUntilReady(Rule):
     code = "JM701"
     name = "timing-without-block-until-ready"
@@ -70,14 +73,17 @@ class TimingWithoutBlockUntilReady(Rule):
                     else:
                         first = self._first_jit_call(region, body[:start], ctx)
                         if first:
-                            ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix, func=first)
+                            # Information only: a training script timing its whole run may want compilation in.
+                            ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix,
+                                       severity="info", func=first)
                 del starts[name]
 
     @staticmethod
     def _first_jit_call(region: list[ast.stmt], before: list[ast.stmt], ctx: Ctx) -> str | None:
         """A jitted function called in the timed region and never before it in this block."""
         def jitted_calls(stmts):
-            return [dotted(n.func) or "function" for s in stmts for n in ast.walk(s)
+            # Definitions call nothing when they run; skipping them keeps module-level timing cheap.
+            return [dotted(n.func) or "function" for s in stmts if not isinstance(s, _DEFS) for n in ast.walk(s)
                     if isinstance(n, ast.Call) and ctx.analysis.jit_info(n.func) is not None]
         warmed = set(jitted_calls(before))
         return next((f for f in jitted_calls(region) if f not in warmed), None)
