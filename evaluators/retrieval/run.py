@@ -48,8 +48,11 @@ def score_runs(rows: list[dict]) -> dict:
     abstained_off = sum(1 for r in off if r["abstained"])
     abstained_on = sum(1 for r in on if r["abstained"])
     total_abst = abstained_off + abstained_on
+    card_langs = next(iter(on))["card_langs"] if on else set()
     out = {
         "overall": block(on),
+        "card_languages": block([r for r in on if r["lang"] in card_langs]),
+        "other_languages": block([r for r in on if r["lang"] not in card_langs]),
         "per_language": {lang: block(rs) for lang, rs in sorted(by_lang.items())},
         "abstention": {
             "off_topic": len(off),
@@ -64,12 +67,6 @@ def score_runs(rows: list[dict]) -> dict:
                  if r["answer_language"] == (r["lang"] if r["lang"] in r["card_langs"] else "en"))
         out["answer_language_accuracy"] = round(ok / len(lang_rows), 3)
     return out
-
-
-def _split(block_rows, card_langs):
-    with_cards = [r for r in block_rows if r["lang"] in card_langs]
-    without = [r for r in block_rows if r["lang"] not in card_langs]
-    return with_cards, without
 
 
 def run_advisor(advisor, questions, mode=None) -> list[dict]:
@@ -151,6 +148,9 @@ def format_report(report: dict) -> str:
               f"{'lang':6} {'n':>4} {'R@1':>6} {'R@3':>6} {'MRR':>6}"]
     for lang, b in main["per_language"].items():
         lines.append(f"{lang:6} {b['n']:>4} {b['recall@1']:>6} {b['recall@3']:>6} {b['mrr']:>6}")
+    for group in ("card_languages", "other_languages"):
+        b = main[group]
+        lines.append(f"{group:6} {b['n']:>4} {b['recall@1']:>6} {b['recall@3']:>6} {b['mrr']:>6}")
     lines += ["", f"answer-language accuracy: {main.get('answer_language_accuracy')}",
               f"language detection accuracy: {report.get('language_detection_accuracy')}",
               f"score distribution: {report.get('score_distribution')}", "", f"misses ({len(report['misses'])}):"]
