@@ -245,6 +245,8 @@ class Analysis:
         self.imports_jax_line: int | None = None
         # Rules ask for the same call's name many times; the tree outlives this cache, so ids are stable.
         self._qcache: dict[int, str | None] = {}
+        self._bound: dict[str, JitInfo | None] = {}
+        self._returns: dict[ast.AST, str | None] = {}
 
     # ---- names -------------------------------------------------------------------------
     def qualname(self, expr: ast.AST) -> str | None:
@@ -320,6 +322,8 @@ class Analysis:
             info = self.jitted.get(name)
             if info is not None:
                 return info
+            if name.startswith(("self.", "cls.")) and name.count(".") == 1:
+                return self._bound_method(name)
         if isinstance(func, ast.Call):
             made = self.jit_from_call(func)
             if made is not None:
@@ -327,6 +331,38 @@ class Analysis:
                 info.params = self.params_of(wrapped)
                 return info
         return None
+
+    def _bound_method(self, name: str) -> JitInfo | None:
+        """`self.step(...)` for `@jax.jit def step(self, ...)`: positions shift past `self`."""
+        if name in self._bound:
+            return self._bound[name]
+        base = self.jitted.get(name.split(".", 1)[1])
+        info = None
+        if base is not None and base.params and base.params[0] in ("self", "cls"):
+            def shift(nums):
+                return None if nums is None else frozenset(i - 1 for i in nums if i > 0)
+            info = JitInfo(base.node, base.params[1:], shift(base.donate_argnums), base.donate_argnames,
+                           shift(base.static_argnums), base.static_argnames)
+        self._bound[name] = info
+        return info
+
+    def return_kind(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+        """Kind of what a plain (unjitted) module function returns: `jax` if any return is."""
+        if fn in self._returns:
+            return self._returns[fn]
+        self._returns[fn] = None  # recursion guard
+        scope = self.scopes.get(fn)
+        kinds = set()
+        stack = list(fn.body)
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Return) and n.value is not None and scope is not None:
+                kinds.add(self.kind(n.value, scope))
+            elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, (ast.stmt, ast.excepthandler)))
+        k = "jax" if "jax" in kinds else ("np" if kinds == {"np"} else None)
+        self._returns[fn] = k
+        return k
 
     # ---- kinds --------------------------------------------------------------------------
     def kind(self, expr: ast.AST, scope: Scope) -> str | None:
@@ -386,6 +422,8 @@ class Analysis:
                 return "list"
         if self.jit_info(func) is not None:
             return "jax"
+        if isinstance(func, ast.Name) and func.id in self.functions and func.id not in self.aliases:
+            return self.return_kind(self.functions[func.id])
         if isinstance(func, ast.Call) and self.qualname(func.func) in TRACING_NAMES:
             return "jax"  # jax.grad(f)(x), jax.vmap(f)(x)
         if isinstance(func, ast.Attribute):
