@@ -21,7 +21,7 @@ from evaluators.review.finding import Finding, Note
 from evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
 from evaluators.review.rule import Rule
 
-__all__ = ["Finding", "Note", "ReviewResult", "review_source", "review_paths", "review_question",
+__all__ = ["Finding", "Note", "ReviewError", "ReviewResult", "review_source", "review_paths", "review_question",
            "extract_code_blocks", "format_text", "format_json", "format_sarif", "format_markdown", "FORMATS"]
 
 PARALLEL_MIN_FILES = 200  # below this, starting workers costs more than it saves
@@ -35,14 +35,22 @@ def card_url_factory() -> Callable[[str], str]:
     return settings.card_url
 
 
+class ReviewError(RuntimeError):
+    """The reviewer itself failed on this source (a bug in jaxmem, not in the user's code)."""
+
+
 @dataclass
 class ReviewResult:
     findings: list[Finding] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     files: int = 0  # files actually reviewed (parsed or attempted)
+    errors: int = 0  # files the reviewer crashed on (reported as notes; the batch went on)
 
     @property
     def exit_code(self) -> int:
+        """0 no findings, 1 findings, 2 when the reviewer failed on any file."""
+        if self.errors:
+            return 2
         return 1 if self.findings else 0
 
 
@@ -51,7 +59,12 @@ def review_source(source: str, filename: str = "<pasted>", *, select: Sequence[s
                   card_url: Callable[[str], str] | None = None) -> list[Finding]:
     """Findings for one piece of Python source (a pasted snippet or a file's text)."""
     rules = list(rules) if rules is not None else registry.select(list(select or []), list(ignore or []))
-    return engine.check_source(source, filename, rules, card_url or card_url_factory())
+    try:
+        return engine.check_source(source, filename, rules, card_url or card_url_factory())
+    except RecursionError as exc:
+        raise ReviewError(f"{filename}: too deeply nested to review") from exc
+    except Exception as exc:  # a rule bug must surface as one clear error, not a stack
+        raise ReviewError(f"{filename}: internal error while reviewing: {type(exc).__name__}: {exc}") from exc
 
 
 def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Callable[[str], str]) -> list[Finding]:
@@ -70,9 +83,17 @@ def _review_one(path: str, rules: Sequence[Rule], card_url, max_bytes: int) -> t
     notes = [loaded.note] if loaded.note else []
     if loaded.text is None or not loaded.text.strip():
         return [], notes
-    if path.endswith(".ipynb"):
-        return review_notebook(loaded.text, path, rules, card_url), notes
-    return engine.check_source(loaded.text, path, rules, card_url), notes
+    try:
+        if path.endswith(".ipynb"):
+            return review_notebook(loaded.text, path, rules, card_url), notes
+        return engine.check_source(loaded.text, path, rules, card_url), notes
+    except RecursionError:
+        return [], [*notes, Note(path, INTERNAL + "too deeply nested to review; skipped")]
+    except Exception as exc:  # one file must not end the batch; the exit status still says so
+        return [], [*notes, Note(path, INTERNAL + f"{type(exc).__name__}: {exc}; skipped (please report)")]
+
+
+INTERNAL = "internal error: "
 
 
 # Worker state for the process pool: rules and the card base are sent once per worker.
@@ -106,7 +127,11 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
         if loaded.note:
             result.notes.append(loaded.note)
         if loaded.text is not None and loaded.text.strip():
-            result.findings.extend(engine.check_source(loaded.text, "<stdin>", rules, card_url))
+            try:
+                result.findings.extend(engine.check_source(loaded.text, "<stdin>", rules, card_url))
+            except Exception as exc:  # same contract as a file: a note, exit status 2
+                result.notes.append(Note("<stdin>", INTERNAL + f"{type(exc).__name__}: {exc}"))
+                result.errors += 1
         result.files += 1
     file_paths.extend(found)
     result.files += len(file_paths)
@@ -123,12 +148,14 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
                 for findings, notes in outcome:
                     result.findings.extend(findings)
                     result.notes.extend(notes)
+                    result.errors += sum(n.message.startswith(INTERNAL) for n in notes)
                 bar.update(len(outcome))
     else:
         for path in file_paths:
             findings, notes = _review_one(path, rules, card_url, max_file_size)
             result.findings.extend(findings)
             result.notes.extend(notes)
+            result.errors += sum(n.message.startswith(INTERNAL) for n in notes)
             bar.update(1)
     bar.close()
     result.findings.sort(key=Finding.sort_key)

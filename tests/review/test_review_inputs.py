@@ -121,3 +121,31 @@ def test_parallel_batch_matches_serial(tmp_path: Path):
     parallel = review_paths([str(tmp_path)], jobs=2)
     assert [f.to_dict() for f in serial.findings] == [f.to_dict() for f in parallel.findings]
     assert len(serial.findings) == 153 and serial.files == 230
+
+
+def test_a_crashing_rule_skips_one_file_and_exits_2(tmp_path: Path, monkeypatch):
+    from evaluators.review import api
+    from evaluators.review.rules import host_scalar_conversion_in_loop as mod
+
+    (tmp_path / "a.py").write_text(BAD_LOOP)
+    (tmp_path / "b.py").write_text("import jax\nprint(jax.jit)\n")
+
+    def explode(self, node, ctx):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(mod.HostScalarConversionInLoop, "check", explode)
+    result = review_paths([str(tmp_path)], jobs=1)
+    assert result.exit_code == 2 and result.errors == 1
+    (note,) = [n for n in result.notes if n.message.startswith(api.INTERNAL)]
+    assert note.path.endswith("a.py") and "KeyError" in note.message
+    with pytest.raises(api.ReviewError, match="<pasted>: internal error while reviewing: KeyError"):
+        review_source(BAD_LOOP)
+
+
+def test_progress_bar_for_long_batches(tmp_path: Path, capsys):
+    for i in range(60):
+        (tmp_path / f"m{i}.py").write_text("x = 1\n")
+    review_paths([str(tmp_path)], jobs=1, progress=True)
+    assert "jaxmem review" in capsys.readouterr().err
+    review_paths([str(tmp_path)], jobs=1, progress=False)
+    assert capsys.readouterr().err == ""
