@@ -22,7 +22,8 @@ log = logging.getLogger("jaxmem.slack")
 
 REVIEW_ONLY_WORDS = 3  # code with at most this much prose around it ("review this:") is only reviewed
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
-_FENCED = re.compile(r"```.*?```", re.S)
+_FENCED = re.compile(r"```(.*?)```", re.S)
+_LANG_TAG = re.compile(r"(?:python3?|py|ipython|text|bash|sh)?[ \t]*\n", re.I)
 
 
 @dataclass
@@ -36,9 +37,20 @@ class Bot:
 
 
 def clean(text: str) -> str:
-    """The user's text without bot mentions, and with Slack's entity escapes undone."""
+    """The user's text without bot mentions, Slack's entity escapes undone, and code fences on
+    their own lines (Slack's composer writes ```import jax ...```, which the advisor and the
+    reviewer, like Markdown, would not see as a code block)."""
     text = _MENTION.sub(" ", text or "")
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
+    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
+    return _FENCED.sub(_own_lines, text)
+
+
+def _own_lines(m: re.Match) -> str:
+    inner = m.group(1)
+    tag = _LANG_TAG.match(inner)
+    head = inner[:tag.end()] if tag else "\n"
+    body = (inner[tag.end():] if tag else inner).strip("\n")
+    return f"```{head}{body}\n```"
 
 
 def is_review_only(text: str) -> bool:

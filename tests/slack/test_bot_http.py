@@ -109,7 +109,9 @@ def test_direct_message_is_answered_in_a_thread(bot_server, standin, channel):
 
 
 def test_code_block_in_a_mention_is_reviewed_as_a_compact_list_with_card_links(bot_server, standin, channel):
-    send_event(bot_server.url, mention(standin, channel, "review this:\n" + DONATION_CODE))
+    # As Slack's composer sends a code block: no newline after the opening fence, `<` escaped.
+    slack_style = DONATION_CODE.replace("```\n", "```", 1).replace("\n```", "```").replace("<", "&lt;")
+    send_event(bot_server.url, mention(standin, channel, "review this:\n" + slack_style))
     (answer,) = finished(standin, channel)
     text = block_text(answer)
     assert "Granskar" not in text and "Reviewing" not in text  # the placeholder was replaced

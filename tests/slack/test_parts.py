@@ -7,6 +7,7 @@ import pytest
 
 from app.answer import Answer, Citation
 from app.slack import render
+from app.slack.flows import clean, is_review_only
 from app.slack.config import SlackConfig
 from app.slack.dedupe import SeenCache
 from app.slack.format import BLOCKS_PER_MESSAGE, SECTION_LIMIT
@@ -156,3 +157,24 @@ def test_verify_message_shows_the_verdict_and_each_metric_in_units():
     assert "• donated (aliased) bytes: 0 B → 256.0 KiB (confirmed)" in text
     assert "• device peak memory: not measurable on cpu (needs gpu or tpu)" in text
     assert "<https://example.org/buffer-donation/en.md|buffer-donation> · cache" in text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<@U0BOT> why 75%?", "why 75%?"),
+    ("<@U0BOT|jaxmem> a &lt; b &amp;&amp; c &gt; d", "a < b && c > d"),
+    # Slack's composer: the code starts right after the fence; the advisor needs it on its own line.
+    ("review ```import jax\nx = 1```", "review ```\nimport jax\nx = 1\n```"),
+    ("```python\nimport jax\n```", "```python\nimport jax\n```"),
+])
+def test_clean_text_from_slack(text, expected):
+    assert clean(text) == expected
+
+
+@pytest.mark.parametrize("text, review_only", [
+    ("review this:\n```\nx = 1\n```", True),
+    ("```\nx = 1\n```", True),
+    ("why does this use two copies of my params?\n```\nx = 1\n```", False),
+    ("review this please", False),
+])
+def test_review_only_when_code_comes_with_little_prose(text, review_only):
+    assert is_review_only(text) is review_only
