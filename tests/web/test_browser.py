@@ -1,0 +1,144 @@
+"""End to end: the real app (`streamlit run app/web.py`) on a free local port, driven by Debian's
+Chromium in headless mode (scripts/install-chromium.sh; no tool downloads its own browser).
+
+Asks a Swedish question and expects a Swedish answer with citations, pastes code on the Review
+page and expects findings, and leaves a screenshot of each page under artifacts/. Prints the time
+from question submitted to answer rendered, warm (the issue's target is <= 1 s on this machine;
+reported, not asserted: a timing assertion on a shared 2-core machine would be flaky).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import ENTRY, SWEDISH_QUESTION
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-quic", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+TRAIN = (Path(__file__).parent / "fixtures" / "review" / "train_loop.py").read_text()
+START_TIMEOUT_S = 60
+FIRST_LOAD_TIMEOUT_MS = 180_000  # builds the advisor: index check, embedder, language models
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(web_env, tmp_path_factory):
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-chromium.sh (Debian's chromium package)")
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "streamlit.log"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.headless", "true",
+           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **web_env},
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"streamlit did not become healthy in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.3)
+    yield url
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "Traceback" not in text, text[-3000:]
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.goto(server)
+        # The sidebar's index line appears once the advisor is built: from then on, warm.
+        pg.get_by_text("cards on 2 topics").wait_for(timeout=FIRST_LOAD_TIMEOUT_MS)
+        yield pg
+        browser.close()
+
+
+def ask(page, question: str, n_before: int) -> float:
+    """Submit a question; seconds until its answer (the feedback thumbs close it) is on screen."""
+    box = page.get_by_test_id("stChatInputTextArea")
+    box.fill(question)
+    t0 = time.perf_counter()
+    box.press("Enter")
+    answers = page.get_by_test_id("stChatMessage")
+    # user + assistant per exchange; the assistant's feedback widget is its last element.
+    answers.nth(n_before + 1).get_by_test_id("stFeedback").wait_for(timeout=60_000)
+    return time.perf_counter() - t0
+
+
+def test_swedish_question_gets_swedish_answer_with_citations(page, capsys):
+    ask(page, "How do I stop JAX from taking most of the GPU memory?", 0)  # this session's first answer
+    timings = [ask(page, SWEDISH_QUESTION, 2 + 2 * i) for i in range(3)]
+    answer = page.get_by_test_id("stChatMessage").last
+    assert "Varför JAX tar 75 % av GPU-minnet vid start" in answer.inner_text()
+    assert "Källor" in answer.inner_text()  # the Swedish "Sources" heading
+    cited = answer.get_by_test_id("stExpander")
+    assert cited.count() >= 1 and "Svenska (sv)" in cited.first.inner_text()
+    cited.first.locator("summary").click()
+    answer.get_by_text("gpu_memory_allocation.html").first.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "web-chat.png"), full_page=True)
+    median_ms = statistics.median(timings) * 1000
+    # The load average says how much of the time other work on the machine took.
+    load = [round(x, 1) for x in os.getloadavg()]
+    (ARTIFACTS / "web-timing.json").write_text(json.dumps(
+        {"question_to_answer_ms": [round(t * 1000) for t in timings], "median_ms": round(median_ms),
+         "loadavg_1_5_15": load, "cpus": os.cpu_count()}))
+    with capsys.disabled():
+        print(f"\n[web e2e] question submitted -> answer rendered (warm), 3 runs: "
+              f"{', '.join(f'{t * 1000:.0f} ms' for t in timings)}; median {median_ms:.0f} ms "
+              f"(target <= 1000 ms; load average {load[0]} on {os.cpu_count()} CPUs)")
+
+
+def test_pasted_code_gets_findings(page):
+    page.get_by_role("link", name="Review code").click()
+    area = page.get_by_label("Python code")
+    area.fill(TRAIN)
+    area.press("Control+Enter")  # commits the text area before the button reruns the page
+    page.get_by_role("button", name="Review").click()
+    page.get_by_text("finding(s) in 1 file(s)").wait_for(timeout=60_000)
+    hits = page.locator(".jm-hit")
+    hits.first.wait_for()
+    assert hits.count() >= 2
+    assert "print(float(w.sum()))" in hits.all_inner_texts()[-1]
+    page.get_by_role("button", name="Download SARIF").wait_for()
+    page.screenshot(path=str(ARTIFACTS / "web-review.png"), full_page=True)
+
+
+def test_status_page(page):
+    page.get_by_role("link", name="Feedback and status").click()
+    page.get_by_text("JAX on this server").wait_for(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "web-status.png"), full_page=True)
