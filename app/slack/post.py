@@ -1,4 +1,4 @@
-"""Posting to Slack within its rules: one message per second per channel, nothing over the limits.
+"""Posting to Slack within its rules: one new message per second per channel.
 
 Every message the bot writes goes through `Poster`, so the rate limit cannot be bypassed by a
 handler that forgets it. Slack allows short bursts, but sustained posting above one message per
@@ -44,7 +44,7 @@ class ChannelRateLimiter:
 
 
 class Poster:
-    """chat.postMessage / chat.update / chat.postEphemeral through one rate limiter."""
+    """chat.postMessage and chat.postEphemeral through one rate limiter; chat.update beside it."""
 
     def __init__(self, limiter: ChannelRateLimiter):
         self.limiter = limiter
@@ -60,7 +60,9 @@ class Poster:
 
     def update(self, client, channel: str, ts: str, text: str, blocks: list | None = None,
                metadata: dict | None = None) -> dict:
-        self.limiter.wait(channel)
+        # Not through the per-channel limiter: that limit is on new messages (chat.postMessage);
+        # chat.update has the ordinary per-workspace tier, and its `ratelimited` replies are
+        # retried by the client's handler. Waiting here would delay every answer by a second.
         kwargs = {"channel": channel, "ts": ts, "text": text, "blocks": blocks or [], "metadata": metadata}
         return client.chat_update(**{k: v for k, v in kwargs.items() if v is not None}).data
 

@@ -12,7 +12,7 @@ from app.slack.config import SlackConfig
 from app.slack.dedupe import SeenCache
 from app.slack.format import BLOCKS_PER_MESSAGE, SECTION_LIMIT
 from app.slack.listeners.command import parse
-from app.slack.post import ChannelRateLimiter
+from app.slack.post import ChannelRateLimiter, Poster
 from ingest.errors import UsageError
 
 
@@ -178,3 +178,32 @@ def test_clean_text_from_slack(text, expected):
 ])
 def test_review_only_when_code_comes_with_little_prose(text, review_only):
     assert is_review_only(text) is review_only
+
+
+class RecordingClient:
+    def __init__(self):
+        self.calls = []
+
+    def _call(self, method, **kw):
+        self.calls.append((method, kw))
+        return type("Resp", (), {"data": {"ok": True, "ts": f"{len(self.calls)}.0"}})()
+
+    def chat_postMessage(self, **kw):
+        return self._call("chat.postMessage", **kw)
+
+    def chat_update(self, **kw):
+        return self._call("chat.update", **kw)
+
+
+def test_new_messages_wait_for_the_channel_but_updates_do_not():
+    clock = FakeClock()
+    poster = Poster(ChannelRateLimiter(1.0, clock=clock, sleep=clock.sleep))
+    client = RecordingClient()
+    start = clock.now
+    placeholder = poster.post(client, "C1", "thinking")
+    poster.update(client, "C1", placeholder["ts"], "the answer")
+    assert clock.now == start  # the answer replaced the placeholder without waiting
+    poster.deliver(client, "C1", [{"text": "part 1"}, {"text": "part 2"}], thread_ts="1.0")
+    assert clock.now == start + 2.0  # two more new messages: each one second after the last
+    assert [m for m, _ in client.calls] == ["chat.postMessage", "chat.update", "chat.postMessage", "chat.postMessage"]
+    assert client.calls[-1][1]["thread_ts"] == "1.0" and client.calls[-1][1]["unfurl_links"] is False
