@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.slack.conftest import mention, message, send_action, send_command, send_event
+from tests.slack.conftest import mention, message, post, send_action, send_command, send_event
 
 pytestmark = pytest.mark.slow
 
@@ -263,3 +263,11 @@ def test_health_check_and_unknown_paths(bot_server):
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(base + "/nope", timeout=5)
     assert err.value.code == 404
+
+
+def test_request_url_verification_echoes_the_challenge(bot_server):
+    # What Slack sends when the Request URL is saved in the app settings (HTTP mode).
+    body = json.dumps({"token": "legacy", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+                       "type": "url_verification"})
+    reply = post(bot_server.url, body, "application/json")
+    assert reply.status == 200 and "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" in reply.body

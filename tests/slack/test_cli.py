@@ -15,7 +15,6 @@ from click.testing import CliRunner
 from app.cli import main
 from tests.conftest import free_port
 from tests.slack.conftest import mention, send_event
-from tests.slack.slack_api import BOT_USER
 
 SLACK_VARS = ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL")
 
@@ -112,4 +111,4 @@ def test_jaxmem_slack_http_process_answers_a_signed_mention(mini_env, standin, c
         except subprocess.TimeoutExpired:
             proc.kill()
     assert proc.returncode == 0, proc.stdout.read()
-    assert BOT_USER  # the stand-in's bot identity is what auth.test returned to the process
+    assert standin.of("auth.test")[-1].token == "xoxb-process"  # the token was checked at start
