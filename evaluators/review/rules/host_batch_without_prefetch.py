@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review.context import dotted
 from evaluators.review.rule import Ctx, Rule
 from evaluators.review.rules._util import describe
 
@@ -42,8 +43,8 @@ class HostBatchWithoutPrefetch(Rule):
     def check(self, node: ast.For, ctx: Ctx) -> None:
         if ctx.scope.traced or ctx.kind(node.iter) is not None:
             return
-        source = describe(node.iter)
-        lowered = source.lower()
+        it = node.iter
+        lowered = (dotted(it.func if isinstance(it, ast.Call) else it) or "").lower()
         if "prefetch" in lowered or "device" in lowered:
             return
         # Only sources that read as data pipelines: a loader call or a data-like name. A plain
@@ -66,7 +67,7 @@ class HostBatchWithoutPrefetch(Rule):
                 ):
                     called = n
         if called is not None:
-            ctx.report(self, node, source=source, func=describe(called.func))
+            ctx.report(self, node, source=describe(node.iter), func=describe(called.func))
 
 
 RULE = HostBatchWithoutPrefetch()

@@ -52,8 +52,10 @@ class TimingWithoutBlockUntilReady(Rule):
         # timeit.timeit(lambda: f(x), number=...)
         if ctx.qualname(node.func) in ("timeit.timeit", "timeit.repeat") and node.args:
             fn = node.args[0]
-            if isinstance(fn, ast.Lambda) and self._runs_jax(fn.body, ctx) and not self._waits([fn.body], ctx):
-                ctx.report(self, node)
+            if isinstance(fn, ast.Lambda):
+                runs, waits, _jitted = self._scan([fn.body], ctx)
+                if runs and not waits:
+                    ctx.report(self, node)
 
     def check_body(self, body: list[ast.stmt], ctx: Ctx) -> None:
         starts: dict[str, int] = {}
@@ -62,56 +64,52 @@ class TimingWithoutBlockUntilReady(Rule):
                     and self._is_timer(stmt.value, ctx)):
                 starts[stmt.targets[0].id] = i
                 continue
+            if not starts or hasattr(stmt, "body"):
+                continue  # the elapsed-time expression sits in a simple statement
             for name, start in list(starts.items()):
                 stop = self._elapsed(stmt, name, ctx)
                 if stop is None:
                     continue
-                region = body[start + 1:i + 1]
-                if self._runs_jax_region(region, ctx):
-                    if not self._waits(region, ctx):
-                        ctx.report(self, stop)
-                    else:
-                        first = self._first_jit_call(region, body[:start], ctx)
-                        if first:
-                            # Information only: a training script timing its whole run may want compilation in.
-                            ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix,
-                                       severity="info", func=first)
                 del starts[name]
+                runs, waits, jitted = self._scan(body[start + 1:i + 1], ctx)
+                if not runs:
+                    continue
+                if not waits:
+                    ctx.report(self, stop)
+                    continue
+                _r, _w, warmed = self._scan([s for s in body[:start] if not isinstance(s, _DEFS)], ctx)
+                first = next((f for f in jitted if f not in warmed), None)
+                if first:
+                    # Information only: a training script timing its whole run may want compilation in.
+                    ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix,
+                               severity="info", func=first)
 
-    @staticmethod
-    def _first_jit_call(region: list[ast.stmt], before: list[ast.stmt], ctx: Ctx) -> str | None:
-        """A jitted function called in the timed region and never before it in this block."""
-        def jitted_calls(stmts):
-            # Definitions call nothing when they run; skipping them keeps module-level timing cheap.
-            return [dotted(n.func) or "function" for s in stmts if not isinstance(s, _DEFS) for n in ast.walk(s)
-                    if isinstance(n, ast.Call) and ctx.analysis.jit_info(n.func) is not None]
-        warmed = set(jitted_calls(before))
-        return next((f for f in jitted_calls(region) if f not in warmed), None)
+    def _scan(self, stmts: list[ast.AST], ctx: Ctx) -> tuple[bool, bool, list[str]]:
+        """One pass: does JAX work run, does anything wait for it, which jitted functions are called."""
+        runs = waits = False
+        jitted: list[str] = []
+        for stmt in stmts:
+            for n in ast.walk(stmt):
+                if not isinstance(n, ast.Call):
+                    continue
+                if ctx.analysis.jit_info(n.func) is not None:
+                    jitted.append(dotted(n.func) or "function")
+                    runs = True
+                elif not runs and ctx.kind(n) == "jax":
+                    runs = True
+                if not waits and is_sync(ctx, n) and not self._prints_only_time(n, ctx):
+                    waits = True
+        return runs, waits, jitted
 
     def _is_timer(self, node: ast.AST, ctx: Ctx) -> bool:
         return isinstance(node, ast.Call) and ctx.qualname(node.func) in TIMERS
 
     def _elapsed(self, stmt: ast.stmt, name: str, ctx: Ctx) -> ast.AST | None:
         for n in ast.walk(stmt):
-            if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and self._is_timer(n.left, ctx)
-                    and isinstance(n.right, ast.Name) and n.right.id == name):
+            if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.right, ast.Name)
+                    and n.right.id == name and self._is_timer(n.left, ctx)):
                 return n
         return None
-
-    def _runs_jax_region(self, region: list[ast.stmt], ctx: Ctx) -> bool:
-        return any(self._runs_jax(n, ctx) for stmt in region for n in ast.walk(stmt))
-
-    @staticmethod
-    def _runs_jax(node: ast.AST, ctx: Ctx) -> bool:
-        for n in ast.walk(node):
-            if isinstance(n, ast.Call) and ctx.kind(n) == "jax":
-                return True
-        return False
-
-    @staticmethod
-    def _waits(region: list[ast.AST], ctx: Ctx) -> bool:
-        return any(is_sync(ctx, n) for stmt in region for n in ast.walk(stmt)
-                   if not (isinstance(n, ast.Call) and TimingWithoutBlockUntilReady._prints_only_time(n, ctx)))
 
     @staticmethod
     def _prints_only_time(call: ast.Call, ctx: Ctx) -> bool:
