@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -27,9 +28,11 @@ from evaluators.verify.store import write_evidence
               help="Seconds per child run before it is killed.")
 @click.option("--memory-gib", default=8.0, show_default=True, type=click.FloatRange(0.5, 1024),
               help="Memory ceiling per child run, GiB.")
+@click.option("--jobs", default=min(2, os.cpu_count() or 1), show_default=True, type=click.IntRange(1, 64),
+              help="Pairs verified at once (each pair's runs stay sequential).")
 @click.option("--record", is_flag=True,
               help="With --all: write the results to corpus/evidence/<backend>.json.")
-def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, record):
+def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, jobs, record):
     """Run before/after snippet pairs in isolation and check that the advice holds here.
 
     \b
@@ -55,18 +58,18 @@ def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, 
         raise click.UsageError("--record writes evidence for the whole suite: use it with --all")
     selected = sorted(available) if all_ else list(topics)
     started = time.monotonic()
+    run = dict(repeats=repeats, fresh=fresh, limits=limits, jobs=jobs)
     try:
         if all_ and not as_json and sys.stderr.isatty():
             with click.progressbar(length=len(selected), label="verifying", file=sys.stderr) as bar:
-                records = api.verify_topics(selected, repeats=repeats, fresh=fresh, limits=limits,
-                                            on_record=lambda r: bar.update(1))
+                records = api.verify_topics(selected, on_record=lambda r: bar.update(1), **run)
         elif all_:
             # Not a terminal: one line per finished pair is the progress report logs can keep.
-            records = api.verify_topics(
-                selected, repeats=repeats, fresh=fresh, limits=limits,
-                on_record=lambda r: click.echo(f"[{time.monotonic() - started:5.1f} s] {r['topic']}: {r['verdict']}", err=True))
+            def log(r: dict) -> None:
+                click.echo(f"[{time.monotonic() - started:5.1f} s] {r['topic']}: {r['verdict']}", err=True)
+            records = api.verify_topics(selected, on_record=log, **run)
         else:
-            records = api.verify_topics(selected, repeats=repeats, fresh=fresh, limits=limits)
+            records = api.verify_topics(selected, **run)
     except (api.UnknownTopicError, ManifestError, RuntimeError) as e:
         raise click.ClickException(str(e)) from None
     elapsed = time.monotonic() - started

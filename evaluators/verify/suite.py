@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import platform
 import statistics
+import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -23,12 +24,14 @@ class Baselines:
     def __init__(self, limits: Limits):
         self.limits = limits
         self._runs: dict[tuple, SnippetRun] = {}
+        self._lock = threading.Lock()
 
     def get(self, env: dict[str, str]) -> SnippetRun:
         key = tuple(sorted(env.items()))
-        if key not in self._runs:
-            self._runs[key] = run_baseline(env, self.limits)
-        return self._runs[key]
+        with self._lock:       # workers of `verify_topics(jobs=N)` share one floor per env
+            if key not in self._runs:
+                self._runs[key] = run_baseline(env, self.limits)
+            return self._runs[key]
 
 
 def sync_lines(run: SnippetRun) -> list[dict]:
@@ -55,7 +58,10 @@ def verify_pair(pair: Pair, *, repeats: int, limits: Limits, baselines: Baseline
         raise RuntimeError(f"the empty-snippet baseline failed, so nothing can be measured: {baseline.error}")
     before: list[SnippetRun] = []
     after: list[SnippetRun] = []
-    n_runs = repeats if needs_repeats(pair, baseline.device.get("backend")) else 1
+    here = baseline.device.get("backend")
+    # Nothing declared is measurable on this backend: running the pair would prove nothing.
+    n_runs = 0 if not any(here in s.backends for s in pair.metrics) \
+        else repeats if needs_repeats(pair, here) else 1
     # Interleaved so that drift in the machine's state hits both sides alike.
     for i in range(n_runs):
         for side, path, side_runs in (("before", pair.before, before), ("after", pair.after, after)):
@@ -81,7 +87,7 @@ def verify_pair(pair: Pair, *, repeats: int, limits: Limits, baselines: Baseline
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "repeats": len(before), "verdict": overall(metrics), "metrics": metrics,
         "info": _info(before, after), "errors": errors,
-        "host_sync_lines": {"before": sync_lines(before[0]) if before[0].ok else [],
+        "host_sync_lines": {"before": sync_lines(before[0]) if before and before[0].ok else [],
                             "after": sync_lines(after[0]) if after and after[0].ok else []},
     }
 

@@ -64,9 +64,10 @@ def test_verify_topics_records_caches_and_carries_on_after_an_error(pair_corpus,
     write_pair(pair_corpus, "batch-transfers", LOOP.format(x="np.ones(3)"),
                "raise RuntimeError('broken after')\n", MANIFEST.format(id="batch-transfers"))
     seen = []
-    records = api.verify_topics(["batch-transfers", "explicit-device-put"], repeats=3,
+    records = api.verify_topics(["batch-transfers", "explicit-device-put"], repeats=3, jobs=2,
                                 settings=pair_settings, on_record=lambda r: seen.append(r["topic"]))
-    assert seen == ["batch-transfers", "explicit-device-put"]
+    assert sorted(seen) == ["batch-transfers", "explicit-device-put"]   # in order of completion
+    assert [r["topic"] for r in records] == ["batch-transfers", "explicit-device-put"]   # as asked
     broken, good = records
     assert broken["verdict"] == "error"
     assert "RuntimeError: broken after" in broken["metrics"][0]["reason"]
