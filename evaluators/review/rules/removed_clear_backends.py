@@ -4,8 +4,9 @@ What it does
     Flags `jax.clear_backends()` (and `jax.lib.xla_bridge._clear_backends()`).
 
 Why is this bad
-    It was deprecated in jax 0.4.26 and is gone: on jax 0.10.2 `jax.clear_backends` raises
-    AttributeError (checked here). It never freed arrays that were still referenced anyway,
+    It was deprecated in jax 0.4.26 and has since been removed from the `jax` namespace: on
+    jax 0.10.2 `jax.clear_backends` raises AttributeError (checked here;
+    `jax.extend.backend.clear_backends` remains, for backend plugins, not for freeing memory). It never freed arrays that were still referenced anyway,
     and `jax.clear_caches()` only drops compilation caches. Memory is freed by dropping the
     last reference to an array or calling `Array.delete()`.
 
@@ -32,7 +33,7 @@ class RemovedClearBackends(Rule):
     name = "removed-clear-backends"
     topic = "live-arrays-cleanup"
     severity = "error"
-    message = "`{func}` was deprecated in jax 0.4.26 and raises AttributeError on 0.10; it never freed live arrays"
+    message = "`{func}` was deprecated in jax 0.4.26 and is gone (AttributeError on 0.10); it never freed live arrays"
     fix = "Drop the references to the arrays (or call `Array.delete()` on them); `jax.clear_caches()` only clears compilation caches."
     node_types = (ast.Call,)
     requires = ('clear_backends',)
