@@ -132,7 +132,8 @@ def test_slash_command_ask_is_acked_at_once_and_answered_in_the_channel(bot_serv
 
 
 def test_slash_command_review_posts_findings(bot_server, standin, channel):
-    reply = send_command(bot_server.url, "review\n" + DONATION_CODE, channel, standin.response_url("review"))
+    slack_style = DONATION_CODE.replace("```\n", "```", 1)  # as Slack's composer sends it
+    reply = send_command(bot_server.url, "review " + slack_style, channel, standin.response_url("review"))
     assert reply.status == 200
     (answer,) = finished(standin, channel)
     assert "`JM401`" in block_text(answer) and "/jaxmem review" in block_text(answer)
@@ -271,3 +272,15 @@ def test_request_url_verification_echoes_the_challenge(bot_server):
                        "type": "url_verification"})
     reply = post(bot_server.url, body, "application/json")
     assert reply.status == 200 and "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" in reply.body
+
+
+def test_answer_is_posted_anew_when_the_thinking_message_cannot_be_updated(bot_server, standin, channel):
+    standin.fail["chat.update"] = "cant_update_message"
+    try:
+        event = mention(standin, channel, "How do I stop JAX from preallocating GPU memory?")
+        send_event(bot_server.url, event)
+        posts = standin.wait_for(lambda: (lambda p: p if len(p) == 2 else None)(standin.of("chat.postMessage", channel)))
+    finally:
+        del standin.fail["chat.update"]
+    assert posts[1].params["thread_ts"] == event["ts"]
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" in json.dumps(posts[1].params["blocks"])

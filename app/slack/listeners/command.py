@@ -41,7 +41,7 @@ def register(app, bot) -> None:
     topics = bot.services.verify_topics
 
     def ack_command(ack, command):
-        kind, arg, problem = parse(command.get("text", ""), topics)
+        kind, arg, problem = parse(flows.clean(command.get("text", "")), topics)
         if problem:
             ack(text=problem)  # ephemeral: only the user sees usage mistakes
             return
@@ -50,7 +50,7 @@ def register(app, bot) -> None:
         ack(text=f":hourglass_flowing_sand: {status}")
 
     def run_command(command, client, respond):
-        kind, arg, problem = parse(command.get("text", ""), topics)
+        kind, arg, problem = parse(flows.clean(command.get("text", "")), topics)
         if problem:
             return
         flows.reply_to_command(bot, client, respond, channel=command["channel_id"], user=command["user_id"],
