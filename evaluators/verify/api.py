@@ -4,6 +4,7 @@
     verify_script("train.py")              -> transfers, sync points by line, compiles, peak RSS
     latest_evidence("buffer-donation")     -> newest stored record, or None
     summary(record)                        -> "verified on cpu, jax 0.10.2: ..."
+    evidence_summaries("buffer-donation")  -> one labelled line per machine kind with evidence
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from evaluators.verify.manifest import Pair, load_pairs
-from evaluators.verify.report import summary  # noqa: F401  (part of this API)
+from evaluators.verify.report import summary
 from evaluators.verify.runner import run_snippet
 from evaluators.verify.sandbox import Limits
 from evaluators.verify.store import cache_key, load_cached, records_for, save_cached
@@ -117,3 +118,12 @@ def latest_evidence(topic: str, settings: Settings | None = None) -> dict | None
     records = records_for(topic, settings)
     local = [r for r in records if r["origin"] == "local run"]
     return (local or records or [None])[0]
+
+
+def evidence_summaries(topic: str, settings: Settings | None = None) -> list[str]:
+    """One line per machine kind with evidence for `topic` (newest each, local runs first),
+    each saying where it was measured: GPU evidence shows on a CPU machine, labelled as GPU."""
+    best: dict[tuple, dict] = {}
+    for r in sorted(records_for(topic, settings), key=lambda r: r["origin"] != "local run"):
+        best.setdefault((r.get("backend"), r.get("device_kind")), r)
+    return [f"{summary(r)} [{r['origin']}, {str(r.get('date', ''))[:10]}]" for r in best.values()]

@@ -197,7 +197,12 @@ def run(config: dict) -> dict:
     g = {"__name__": "__main__", "__file__": str(snippet), "__builtins__": builtins}
     sys.argv = [str(snippet), *config.get("argv", [])]
     sys.path.insert(0, str(snippet.parent))
-    code = compile(snippet.read_text(), str(snippet), "exec")
+    try:
+        code = compile(snippet.read_text(), str(snippet), "exec")
+    except (SyntaxError, ValueError, UnicodeDecodeError) as e:
+        result.update(error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=0),
+                      wall_s=0.0, compile_count=0, host_syncs=[], device={})
+        return result
     _mark(MARK_BEGIN)
     hooks.active = True
     t0 = time.perf_counter()

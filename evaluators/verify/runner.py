@@ -106,6 +106,9 @@ def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None) -
     guard, stderr = parse_stderr(child.stderr)
     if result is None:
         reason = child.reason() or "the child ended without writing a result"
+        last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
+        if last and not child.timed_out:
+            reason = f"{reason}: {last.strip()[:300]}"
         if not child.timed_out and any(m in child.stderr for m in _MEMORY_ERRORS):
             reason = f"memory ceiling of {child.limits.memory_bytes / (1 << 30):.1f} GiB exceeded; {reason}"
         return SnippetRun(values={}, device={}, error=reason, stdout=child.stdout,

@@ -90,3 +90,20 @@ def test_raising_snippet_is_reported_with_its_traceback(case):
     assert 'raises.py", line 6, in <module>' in run.traceback
     assert 'raises.py", line 2, in load_batch' in run.traceback
     assert "evaluators/verify/probe.py" not in run.traceback
+
+
+@pytest.mark.slow
+def test_syntax_error_is_reported_not_crashed_on(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("for i in range(3)\n    pass\n")
+    run = run_snippet(bad)
+    assert not run.ok
+    assert run.error.startswith("SyntaxError: expected ':'"), run.error
+
+
+@pytest.mark.slow
+def test_hard_exit_without_a_result_is_an_error(tmp_path):
+    gone = tmp_path / "gone.py"
+    gone.write_text("import os, sys\nsys.stderr.write('bye\\n')\nos._exit(0)\n")
+    run = run_snippet(gone)
+    assert run.error == "the child ended without writing a result: bye"
