@@ -115,3 +115,7 @@ def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: boo
     if fmt == "markdown":
         return api.format_markdown(result.findings, notes, files=result.files)
     return api.format_text(result.findings, notes, verbose=show_fixes, files=result.files)
+
+
+if __name__ == "__main__":  # `python -m evaluators.review.cli`, without the jaxmem entry point
+    command()

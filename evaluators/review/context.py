@@ -202,6 +202,15 @@ class Scope:
                     if p is not None:
                         self._bind_iter(t, p)
             return
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "keys", "values"):
+            # Dict methods on a pytree: keys are host strings, values have the dict's kind.
+            recv = self.analysis.kind(it.func.value, self)
+            if it.func.attr == "values" and recv == "jax":
+                self._bind(target, "jax")
+            elif (it.func.attr == "items" and recv == "jax" and isinstance(target, (ast.Tuple, ast.List))
+                    and len(target.elts) == 2):
+                self._bind(target.elts[1], "jax")
+            return
         k = ELEMENT_KIND.get(self.analysis.kind(it, self))
         if k:
             self._bind(target, k)
@@ -429,6 +438,8 @@ class Analysis:
         if isinstance(func, ast.Attribute):
             recv = self.kind(func.value, scope)
             if recv in ("jax", "np"):
+                if func.attr in ("items", "keys", "values", "get") and recv == "jax":
+                    return None if func.attr != "get" else "jax"
                 if func.attr in HOST_METHODS:
                     return HOST_METHODS[func.attr]
                 return recv

@@ -41,7 +41,13 @@ def _blank_magics(lines: list[str]) -> list[str]:
     out = []
     for line in lines:
         stripped = line.lstrip()
-        out.append("" if stripped.startswith(("%", "!")) else line)
+        if stripped.startswith(("%", "!")):
+            # Inside a block (`if ...:` then `!pip ...`) a blank line would leave the block
+            # empty, a syntax error; `pass` at the same indentation keeps it valid.
+            indent = line[:len(line) - len(stripped)]
+            out.append(f"{indent}pass" if indent else "")
+        else:
+            out.append(line)
     return out
 
 

@@ -149,3 +149,11 @@ def test_progress_bar_for_long_batches(tmp_path: Path, capsys):
     assert "jaxmem review" in capsys.readouterr().err
     review_paths([str(tmp_path)], jobs=1, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_magics_inside_blocks_keep_the_cell_valid(tmp_path: Path):
+    nb = tmp_path / "colab.ipynb"
+    nb.write_text(_nb([("code", "import jax.numpy as jnp\nmount = 'no'\nif mount == 'yes':\n  !ls /content\n"
+                                 "for i in range(3):\n    print(float(jnp.ones(2).sum()))")]))
+    (f,) = review_paths([str(nb)], jobs=1).findings
+    assert (f.code, f.cell, f.line) == ("JM101", 1, 6)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import loop_targets
 
 # Conventional names of per-step scalars: holding a few hundred of them costs nothing.
 SCALAR_HINTS = ("loss", "acc", "metric", "norm", "err", "score", "reward", "perplex", "lr", "value")
@@ -56,8 +57,14 @@ class ArraysAccumulatedAcrossSteps(Rule):
 
     @staticmethod
     def _from_state_update(name: str, ctx: Ctx) -> bool:
-        """Bound in the innermost loop by `a, ... = f(a, ...)`: an update of a carried state."""
+        """Bound in the innermost loop by `a, ... = f(a, ...)`: an update of a carried state.
+
+        The loop's own targets are re-bound from the iterable every iteration, so updating
+        them (`x = transform(x)`) carries nothing across steps.
+        """
         loop = ctx.loops[-1]
+        if name in loop_targets(loop):
+            return False
         for stmt in ast.walk(loop):
             if not isinstance(stmt, ast.Assign):
                 continue
@@ -65,7 +72,7 @@ class ArraysAccumulatedAcrossSteps(Rule):
             if name not in stored:
                 continue
             loaded = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-            if stored & loaded:
+            if (stored & loaded) - loop_targets(loop):
                 return True
         return False
 

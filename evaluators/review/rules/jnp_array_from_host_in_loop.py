@@ -49,12 +49,22 @@ class JnpArrayFromHostInLoop(Rule):
             k = ctx.kind(arg)
             # A list of unknown contents may hold device arrays (stacking them is no transfer);
             # a literal list written here is host data.
+            if _all_constants(arg):
+                return  # `jnp.array([[0]])`: a small literal; the cost is noise next to the call
             if k in ("np", "hostlist", "scalar") or (k == "list" and isinstance(arg, (ast.List, ast.ListComp))):
                 ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg))
         elif q == PUT and isinstance(arg, ast.Name) and arg.id in loop_targets(ctx.loops[-1]) and ctx.kind(arg) == "np":
             # Items of a host collection, one per iteration (a prefetch loop puts whole batches
             # from an iterator, whose items are of unknown kind, and is not flagged).
             ctx.report(self, node, func="jax.device_put", arg=arg.id)
+
+
+def _all_constants(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _all_constants(node.operand)
+    return isinstance(node, (ast.List, ast.Tuple)) and all(_all_constants(e) for e in node.elts)
 
 
 RULE = JnpArrayFromHostInLoop()

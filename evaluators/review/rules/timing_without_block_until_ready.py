@@ -97,9 +97,22 @@ class TimingWithoutBlockUntilReady(Rule):
                     runs = True
                 elif not runs and ctx.kind(n) == "jax":
                     runs = True
-                if not waits and is_sync(ctx, n) and not self._prints_only_time(n, ctx):
+                if not waits and ((is_sync(ctx, n) and not self._prints_only_time(n, ctx))
+                                  or self._may_wait(n, ctx)):
                     waits = True
         return runs, waits, jitted
+
+    @staticmethod
+    def _may_wait(call: ast.Call, ctx: Ctx) -> bool:
+        """Device values handed to code we cannot see (a checkpoint manager, a metrics writer)
+        may be read there; not flagging is the safe side."""
+        q = ctx.qualname(call.func)
+        if q is not None or ctx.analysis.jit_info(call.func) is not None:
+            return False  # known library (jax, numpy, time, ...) or a jitted function
+        if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "add", "update"):
+            return False  # containers keep references; they read nothing
+        args = [*call.args, *(k.value for k in call.keywords)]
+        return any(ctx.kind(a) == "jax" for a in args)
 
     def _is_timer(self, node: ast.AST, ctx: Ctx) -> bool:
         return isinstance(node, ast.Call) and ctx.qualname(node.func) in TIMERS

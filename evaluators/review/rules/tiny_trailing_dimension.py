@@ -1,9 +1,10 @@
 """JM903 tiny-trailing-dimension
 
 What it does
-    Flags JAX array creations with a literal shape of two or more dimensions whose last two
-    dimensions pad to at least 4x their size in TPU 8x128 tiles (for example `(65536, 1)`),
-    for arrays of at least 65,536 elements. Information only: it matters on TPU.
+    Flags JAX array creations with a literal 2-D shape, or any shape ending in 1, whose last
+    two dimensions pad to at least 4x their size in TPU 8x128 tiles (for example
+    `(65536, 1)`), for arrays of at least 65,536 elements. Information only: it matters on TPU,
+    and XLA may choose another layout for some N-d arrays (image batches, say).
 
 Why is this bad
     TPU memory stores the last two dimensions in tiles of 8 x 128 (for 32-bit types). A
@@ -37,7 +38,7 @@ class TinyTrailingDimension(Rule):
     name = "tiny-trailing-dimension"
     topic = "tpu-memory-layout"
     severity = "info"
-    message = "shape {shape} pads to {padded} in TPU 8x128 tiles: {factor}x its size in HBM"
+    message = "shape {shape} can pad to {padded} in TPU 8x128 tiles: up to {factor}x its size in HBM"
     fix = "Drop size-1 trailing dimensions or put the long axis last, so the last two dims fill 8x128 tiles."
     node_types = (ast.Call,)
     requires = ('zeros', 'ones', 'empty', 'full', 'random')
@@ -57,6 +58,8 @@ class TinyTrailingDimension(Rule):
         if not all(isinstance(d, ast.Constant) and isinstance(d.value, int) and d.value > 0 for d in shape.elts):
             return
         dims = [d.value for d in shape.elts]
+        if len(dims) > 2 and dims[-1] != 1:
+            return  # XLA may pick another physical layout for N-d arrays (NHWC images); 2-D is plain
         size = math.prod(dims)
         if size < MIN_ELEMENTS:
             return
