@@ -78,18 +78,22 @@ def test_swedish_mention_is_answered_in_swedish_in_the_thread_with_citations(bot
 
 
 def test_follow_up_in_the_thread_uses_the_earlier_turns(bot_server, standin, channel):
-    first = mention(standin, channel, "Hur donerar jag buffertar med jax.jit så att uppdateringen inte har två kopior?")
+    first = mention(standin, channel, SWEDISH)
     send_event(bot_server.url, first)
     finished(standin, channel, 1)
-    # No mention: a plain reply in a thread the bot answered in is a follow-up.
-    follow = message(standin, channel, "och med nyckelordsargument?", thread_ts=first["ts"])
+    # No mention: a plain reply in a thread the bot answered in is a follow-up. On its own,
+    # "and on TPU?" reads as English and retrieves the donation card; in this thread it
+    # continues the Swedish conversation about preallocation.
+    follow = message(standin, channel, "and on TPU?", thread_ts=first["ts"])
     assert send_event(bot_server.url, follow).status == 200
     msgs = finished(standin, channel, 2)
     second = msgs[-1]
     assert second["thread_ts"] == first["ts"]
     payload = second["metadata"]["event_payload"]
-    assert payload["cards"][0] == "buffer-donation" and payload["language"] == "sv"
+    assert payload["cards"][0] == "gpu-preallocation" and payload["language"] == "sv"
     assert standin.of("conversations.replies", channel)[-1].params["ts"] == first["ts"]
+    alone = bot_server.bot.services.ask("and on TPU?")  # the same words without the thread
+    assert (alone.language, alone.citations[0].card) != ("sv", "gpu-preallocation")
 
 
 def test_plain_channel_message_outside_answered_threads_is_ignored(bot_server, standin, channel):

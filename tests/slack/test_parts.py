@@ -207,3 +207,34 @@ def test_new_messages_wait_for_the_channel_but_updates_do_not():
     assert clock.now == start + 2.0  # two more new messages: each one second after the last
     assert [m for m, _ in client.calls] == ["chat.postMessage", "chat.update", "chat.postMessage", "chat.postMessage"]
     assert client.calls[-1][1]["thread_ts"] == "1.0" and client.calls[-1][1]["unfurl_links"] is False
+
+
+def test_thread_turns_come_from_the_bots_answer_metadata_only():
+    from slack_sdk.errors import SlackApiError
+
+    from app.slack.history import thread_turns
+
+    def answer(ts, question, cards):
+        return {"ts": ts, "text": f"answer to {question}", "bot_id": "B1", "metadata": {
+            "event_type": render.ANSWER_EVENT, "event_payload": {"question": question, "language": "sv",
+                                                                 "answer_language": "sv", "cards": cards}}}
+
+    replies = [{"ts": "1.0", "text": "<@U0BOT> first?", "user": "U1"}, answer("2.0", "first?", ["a"]),
+               {"ts": "3.0", "text": "people chatting", "user": "U2"}, answer("4.0", "second?", ["b"]),
+               answer("6.0", "later?", ["c"])]
+
+    class Client:
+        def conversations_replies(self, **kw):
+            assert kw["include_all_metadata"] is True  # without it Slack leaves the metadata out
+            return {"messages": replies}
+
+    turns = thread_turns(Client(), "C1", "1.0", before_ts="5.0")
+    assert [(t.role, t.content if t.role == "user" else t.cards, t.language) for t in turns] == [
+        ("user", "first?", "sv"), ("assistant", ["a"], "sv"), ("user", "second?", "sv"), ("assistant", ["b"], "sv")]
+    assert thread_turns(Client(), "C1", None) == []  # a top-level message has no thread yet
+
+    class NoScope:
+        def conversations_replies(self, **kw):
+            raise SlackApiError("missing_scope", {"ok": False, "error": "missing_scope"})
+
+    assert thread_turns(NoScope(), "C1", "1.0") == []  # answered without context, not not at all
