@@ -36,3 +36,18 @@ def test_cpu_measurable_claims_are_confirmed_and_the_rest_labelled(evidence):
             else:
                 assert m["verdict"] == "not measurable here", (pid, m)
                 assert m["before"] is None and m["after"] is None   # never estimated
+
+
+@pytest.mark.slow
+def test_gpu_only_pairs_still_run_on_cpu(baseline):
+    """The verifier skips them here (nothing to measure), but users run them anywhere."""
+    from evaluators.verify.runner import run_snippet
+
+    gpu_only = [p for p in load_pairs(ROOT / "corpus").values()
+                if not any("cpu" in m.backends for m in p.metrics)]
+    assert gpu_only
+    for pair in gpu_only:
+        for path in (pair.before, pair.after):
+            run = run_snippet(path, entry=pair.entry, env=pair.env, baseline=baseline)
+            assert run.ok, (path, run.error, run.traceback)
+            assert run.entry_error is None, run.entry_error
