@@ -171,7 +171,7 @@ class Scope:
     jitted: bool = False  # compiled: jit, pmap, or a lax control-flow body (possibly nested)
     traced: bool = False  # any transform (grad, vmap, ...): values are tracers, not arrays
     assigns: list[tuple[ast.AST, ast.AST, bool]] = field(default_factory=list)
-    _kinds: dict[str, str] | None = None
+    _kinds: dict[str, str | None] | None = None
 
     def kinds(self) -> dict[str, str]:
         if self._kinds is None:
@@ -181,16 +181,23 @@ class Scope:
                 for p in self.params:
                     if p not in static and p not in ("self", "cls"):
                         self._kinds[p] = "jax"
-            # Two rounds settle chains like `a = f(x); b = a + 1` written in either order.
+            # The last binding in source order wins: straight-line re-binding (`x = jnp.ones(3)`
+            # then `x = to_host(x)`) ends unknown, as it should. Two rounds settle chains like
+            # `a = f(x); b = a + 1` written in either order.
             for _ in range(2):
                 for target, value, is_iter in self.assigns:
                     if is_iter:
                         self._bind_iter(target, value)
-                        continue
-                    k = self.analysis.kind(value, self)
-                    if k:
-                        self._bind(target, k)
+                    else:
+                        self._bind(target, self.analysis.kind(value, self))
         return self._kinds
+
+    def _bind(self, target: ast.AST, k: str | None) -> None:
+        if isinstance(target, ast.Name):
+            self._kinds[target.id] = k  # None: bound here, kind unknown (shadows outer scopes)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._bind(elt.value if isinstance(elt, ast.Starred) else elt, k)
 
     def _bind_iter(self, target: ast.AST, it: ast.AST) -> None:
         """Loop targets: rows of an array, items of a host list, through zip/enumerate."""
@@ -199,37 +206,31 @@ class Scope:
             parts = list(it.args) if it.func.id == "zip" else [None, it.args[0]]
             if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(parts):
                 for t, p in zip(target.elts, parts):
-                    if p is not None:
+                    if p is None:
+                        self._bind(t, None)
+                    else:
                         self._bind_iter(t, p)
+            else:
+                self._bind(target, None)
             return
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "keys", "values"):
             # Dict methods on a pytree: keys are host strings, values have the dict's kind.
             recv = self.analysis.kind(it.func.value, self)
+            self._bind(target, None)
             if it.func.attr == "values" and recv == "jax":
                 self._bind(target, "jax")
             elif (it.func.attr == "items" and recv == "jax" and isinstance(target, (ast.Tuple, ast.List))
                     and len(target.elts) == 2):
                 self._bind(target.elts[1], "jax")
             return
-        k = ELEMENT_KIND.get(self.analysis.kind(it, self))
-        if k:
-            self._bind(target, k)
-
-    def _bind(self, target: ast.AST, k: str) -> None:
-        if isinstance(target, ast.Name):
-            # A name that is ever a device array is treated as one: those are the costly reads.
-            if self._kinds.get(target.id) != "jax":
-                self._kinds[target.id] = k
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
-                self._bind(elt.value if isinstance(elt, ast.Starred) else elt, k)
+        self._bind(target, ELEMENT_KIND.get(self.analysis.kind(it, self)))
 
     def lookup(self, name: str) -> str | None:
         scope: Scope | None = self
         while scope is not None:
-            k = scope.kinds().get(name)
-            if k is not None:
-                return k
+            kinds = scope.kinds()
+            if name in kinds:
+                return kinds[name]
             scope = scope.parent
         return None
 

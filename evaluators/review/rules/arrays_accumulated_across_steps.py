@@ -57,13 +57,18 @@ class ArraysAccumulatedAcrossSteps(Rule):
 
     @staticmethod
     def _from_state_update(name: str, ctx: Ctx) -> bool:
-        """Bound in the innermost loop by `a, ... = f(a, ...)`: an update of a carried state.
+        """Bound in the innermost loop by `a, ... = f(c, ...)` where `c` is carried: read in the
+        loop before the loop assigns it, so its value flows from one iteration to the next.
 
-        The loop's own targets are re-bound from the iterable every iteration, so updating
-        them (`x = transform(x)`) carries nothing across steps.
+        The loop's own targets, and names assigned fresh at the top of each iteration, carry
+        nothing across steps.
         """
         loop = ctx.loops[-1]
-        if name in loop_targets(loop):
+        fresh = loop_targets(loop)
+        if name in fresh:
+            return False
+        body = getattr(loop, "body", None)
+        if not isinstance(body, list):
             return False
         for stmt in ast.walk(loop):
             if not isinstance(stmt, ast.Assign):
@@ -72,9 +77,42 @@ class ArraysAccumulatedAcrossSteps(Rule):
             if name not in stored:
                 continue
             loaded = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-            if (stored & loaded) - loop_targets(loop):
+            if any(_first_event(c, body) == "load" for c in (stored & loaded) - fresh):
                 return True
         return False
+
+
+def _names(node: ast.AST, ctx_type: type) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
+
+
+def _first_event(name: str, stmts: list[ast.stmt]) -> str | None:
+    """"load" or "store": what happens to `name` first when the statements run in order."""
+    for st in stmts:
+        if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            if (st.value is not None and name in _names(st.value, ast.Load)) or (
+                    isinstance(st, ast.AugAssign) and name in _names(st.target, ast.Store)):
+                return "load"
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            if any(name in _names(t, ast.Load) for t in targets):
+                return "load"  # `x[i] = v` reads x
+            if any(name in _names(t, ast.Store) for t in targets):
+                return "store"
+        elif isinstance(st, (ast.For, ast.AsyncFor, ast.While, ast.If)):
+            header = st.iter if isinstance(st, (ast.For, ast.AsyncFor)) else st.test
+            if name in _names(header, ast.Load):
+                return "load"
+            # A branch may not run: only a load inside it decides; a store inside it does not.
+            if _first_event(name, st.body) == "load" or _first_event(name, st.orelse) == "load":
+                return "load"
+        elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        else:
+            if name in _names(st, ast.Load):
+                return "load"
+            if name in _names(st, ast.Store):
+                return "store"
+    return None
 
 
 RULE = ArraysAccumulatedAcrossSteps()
