@@ -26,7 +26,9 @@ def port_free(port: int, host: str = HOST) -> bool:
 
 def streamlit_argv(port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.address", HOST,
-            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            # No "Deploy" button: this is a local tool, not a Streamlit Cloud app.
+            "--client.toolbarMode", "viewer"]
 
 
 @click.command("web")

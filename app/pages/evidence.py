@@ -2,6 +2,10 @@
 runs the card's snippet pair on this machine. The verifier does the work; this only draws it."""
 from __future__ import annotations
 
+import queue
+import re
+from concurrent.futures import ThreadPoolExecutor
+
 import streamlit as st
 
 from app.pages import shared
@@ -40,17 +44,26 @@ def _run(topic: str) -> dict | None:
     with st.status(f"Verifying {topic} on this machine...", expanded=True) as status:
         try:
             opts = shared.verify_options()
-            steps = 2 * opts["repeats"]
             bar = st.progress(0.0, text="measuring the empty-snippet baseline")
-            done = []
-
-            def progress(message: str) -> None:
-                done.append(message)
-                bar.progress(min(len(done) / steps, 1.0), text=message)
-
-            # fresh: the button promises a run here, not a cached answer.
-            record = verify_topic(topic, repeats=opts["repeats"], fresh=True, limits=opts["limits"],
-                                  progress=progress)
+            messages: queue.Queue[str] = queue.Queue()
+            # The verifier may report from its worker threads, which cannot draw on the page:
+            # it runs in a thread of its own and this script thread draws its progress.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                future = pool.submit(verify_topic, topic, repeats=opts["repeats"], fresh=True,
+                                     limits=opts["limits"], progress=messages.put)
+                done = 0
+                while not future.done() or not messages.empty():
+                    try:
+                        message = messages.get(timeout=0.2)
+                    except queue.Empty:
+                        continue
+                    done += 1
+                    # "<pair>: before 1/3": the verifier may run fewer repeats than asked (exact
+                    # metrics need one), so the total comes from its message when it says one.
+                    runs = re.search(r"/(\d+)$", message)
+                    total = 2 * (int(runs.group(1)) if runs else opts["repeats"])
+                    bar.progress(min(done / total, 1.0), text=message)
+                record = future.result()  # fresh: the button promises a run here, not a cached answer
         except Exception as exc:
             status.update(label=f"Verification of {topic} failed", state="error", expanded=True)
             shared.show_error(exc, f"verify {topic}")

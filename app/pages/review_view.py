@@ -92,15 +92,15 @@ def highlighted(lines: list[str], marks: dict[int, str]) -> None:
     out, prev = [], 0
     for n in keep:
         if prev and n != prev + 1:
-            out.append('<span style="opacity:.5">...</span>')
+            out.append('<span style="display:block;opacity:.5">   ...</span>')
         text = html.escape(lines[n - 1]) or " "
         if n in marks:
             out.append(f'<span class="jm-hit" title="{html.escape(marks[n])}" style="background:#ffe08a;'
                        f'display:block;color:#000">{n:>5}  {text}</span>')
         else:
-            out.append(f"<span>{n:>5}  {text}</span>")
+            out.append(f'<span style="display:block">{n:>5}  {text}</span>')
         prev = n
-    st.html(f'<pre class="jm-code" style="font-size:0.8rem;line-height:1.35;overflow-x:auto">{chr(10).join(out)}</pre>')
+    st.html(f'<pre class="jm-code" style="font-size:0.8rem;line-height:1.35;overflow-x:auto">{"".join(out)}</pre>')
 
 
 def show_source(src: Source, findings: list[dict]) -> None:
