@@ -56,6 +56,7 @@ HOST_METHODS = {"item": "scalar", "tolist": "list", "is_deleted": "scalar", "dev
 NUMPY_NON_ARRAY = frozenset({"numpy.shape", "numpy.ndim", "numpy.size", "numpy.dtype", "numpy.prod",
                              "numpy.iinfo", "numpy.finfo", "numpy.issubdtype"})
 SCALAR_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "sum", "max", "min", "abs", "round"})
+ARRAY_TYPES = frozenset({"jax.Array", "jax.numpy.ndarray"})  # not ArrayLike: that admits NumPy
 HOST_KINDS = frozenset({"np", "scalar", "list", "hostlist"})
 # Iterating a device array yields device arrays; a NumPy array or a list of host values, host data.
 ELEMENT_KIND = {"jax": "jax", "np": "np", "hostlist": "np"}
@@ -181,6 +182,12 @@ class Scope:
                 for p in self.params:
                     if p not in static and p not in ("self", "cls"):
                         self._kinds[p] = "jax"
+            args = getattr(self.node, "args", None)
+            if isinstance(args, ast.arguments):
+                # `x: jax.Array` (also `jax.Array | None`): the author says it is a device array.
+                for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                    if a.annotation is not None and self.analysis.annotates_array(a.annotation):
+                        self._kinds[a.arg] = "jax"
             # The last binding in source order wins: straight-line re-binding (`x = jnp.ones(3)`
             # then `x = to_host(x)`) ends unknown, as it should. Two rounds settle chains like
             # `a = f(x); b = a + 1` written in either order.
@@ -279,6 +286,10 @@ class Analysis:
             return None
         name = ".".join([base, *reversed(parts)]) if parts else base
         return CANONICAL.get(name, name)
+
+    def annotates_array(self, annotation: ast.AST) -> bool:
+        return any(isinstance(n, (ast.Attribute, ast.Name)) and self.qualname(n) in ARRAY_TYPES
+                   for n in ast.walk(annotation))
 
     def is_jit(self, expr: ast.AST) -> bool:
         return self.qualname(expr) in JIT_NAMES
