@@ -18,11 +18,12 @@ from evaluators.verify.store import write_evidence
 @click.command("verify")
 @click.argument("topics", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Verify every snippet pair in the corpus.")
-@click.option("--script", "script", type=click.Path(dir_okay=False),
+@click.option("--script", "script", type=click.Path(exists=True, dir_okay=False),
               help="Run your own script in isolation; report transfers, sync points, compiles, memory.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON records instead of a table.")
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 20),
-              help="Runs per side; peak RSS must change in every one.")
+              help="Runs per side of pairs with a noisy metric (peak RSS must change in every "
+                   "one); exact counts and compiled sizes need one run.")
 @click.option("--fresh", is_flag=True, help="Ignore cached results and measure again.")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(1, 3600),
               help="Seconds per child run before it is killed.")

@@ -67,3 +67,9 @@ def test_script_reports_sync_points_by_line(env, tmp_path):
     assert result.exit_code == 0, result.output
     assert "host sync points: 3" in result.output
     assert "line 4: 3x  print(int(x[i]))" in result.output
+
+
+def test_missing_script_is_a_usage_error(env, tmp_path):
+    result = CliRunner().invoke(command, ["--script", str(tmp_path / "nope.py")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output and "Traceback" not in result.output
