@@ -26,6 +26,9 @@ COMPILED_BODY_NAMES = frozenset({
     "jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop", "jax.lax.cond", "jax.lax.switch",
     "jax.lax.map", "jax.lax.associative_scan",
 })
+# Transforms whose result, when called, is arrays (make_jaxpr gives a jaxpr, eval_shape shapes).
+RETURNS_ARRAYS = frozenset({"jax.grad", "jax.value_and_grad", "jax.vmap", "jax.jacfwd", "jax.jacrev",
+                            "jax.hessian", "jax.checkpoint", "jax.shard_map", "jax.pmap"})
 CANONICAL = {
     "jax.remat": "jax.checkpoint",
     "jax.ad_checkpoint.checkpoint": "jax.checkpoint",
@@ -445,7 +448,7 @@ class Analysis:
             return "jax"
         if isinstance(func, ast.Name) and func.id in self.functions and func.id not in self.aliases:
             return self.return_kind(self.functions[func.id])
-        if isinstance(func, ast.Call) and self.qualname(func.func) in TRACING_NAMES:
+        if isinstance(func, ast.Call) and self.qualname(func.func) in RETURNS_ARRAYS:
             return "jax"  # jax.grad(f)(x), jax.vmap(f)(x)
         if isinstance(func, ast.Attribute):
             recv = self.kind(func.value, scope)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Callable, Iterable
 
 from evaluators.review import context
@@ -11,6 +12,8 @@ from evaluators.review.finding import Finding
 from evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx, Rule
 
 PARSE_ERROR_CODE = "JM001"
+# Newer syntax (PEP 695 generics, PEP 701 f-strings) fails on an older parser: say which one.
+_PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 _FUNC_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda})
 _LOOPS = frozenset(LOOP_TYPES)
 _COMPS = frozenset(COMPREHENSIONS)
@@ -158,6 +161,6 @@ def parse_error(path: str, exc: Exception, lines: list[str], card_url: Callable[
     msg = getattr(exc, "msg", None) or str(exc)
     src = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     return Finding(path=path, line=line, col=col, code=PARSE_ERROR_CODE, name="syntax-error",
-                   message=f"cannot parse: {msg}; the file was not reviewed", severity="error",
+                   message=f"cannot parse with Python {_PY}: {msg}; the file was not reviewed", severity="error",
                    topic="", fix="Fix the syntax error (or exclude the file) and review again.",
                    url="", source_line=src)

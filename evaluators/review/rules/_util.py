@@ -20,8 +20,11 @@ def builtin_name(ctx: Ctx, func: ast.AST) -> str | None:
 
 
 def periodic(ctx: Ctx) -> bool:
-    """Inside `if step % N == 0:` within the innermost loop: a sync every N steps is the fix."""
+    """A sync that does not happen every step: inside `if step % N == 0:` within the innermost
+    loop, or in an outer (epoch) loop whose body runs the steps in a nested loop."""
     loop = ctx.loops[-1] if ctx.loops else None
+    if loop is not None and _runs_steps_inside(ctx, loop):
+        return True
     for node in reversed(ctx.stack):
         if node is loop:
             return False
@@ -30,6 +33,27 @@ def periodic(ctx: Ctx) -> bool:
         ):
             return True
     return False
+
+
+def _runs_steps_inside(ctx: Ctx, loop: ast.AST) -> bool:
+    """The loop's body holds another loop that calls jitted functions or jnp (the steps)."""
+    memo = ctx.memo.setdefault("epoch_loops", {})
+    key = id(loop)
+    if key not in memo:
+        found = False
+        for stmt in getattr(loop, "body", None) or []:
+            for n in ast.walk(stmt):
+                if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and any(
+                    isinstance(c, ast.Call) and (ctx.analysis.jit_info(c.func) is not None
+                                                 or (ctx.qualname(c.func) or "").startswith("jax."))
+                    for c in ast.walk(n)
+                ):
+                    found = True
+                    break
+            if found:
+                break
+        memo[key] = found
+    return memo[key]
 
 
 def is_sync(ctx: Ctx, node: ast.AST) -> bool:

@@ -43,6 +43,9 @@ class BranchOnArrayInLoop(Rule):
         if not in_loop:
             return
         test = node.test
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance"
+               for n in ast.walk(test)):
+            return  # type dispatch (`isinstance(g, int) and g == 1`): the value may be a Python int
         if self._reads_array(test, ctx) and not periodic(ctx):
             ctx.report(self, test, what=describe(test))
 

@@ -24,11 +24,27 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review.context import HOST_ATTRS
 from evaluators.review.rule import LOOP_TYPES, Ctx, Rule
 
 
 def _names(node: ast.AST, want: type) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, want)}
+
+
+def _metadata_reads(stmt: ast.AST, ctx: Ctx) -> set[int]:
+    """Names read only for metadata, fine on a deleted array: `x.shape`, `x.is_deleted()`,
+    `f.lower(x)` / `f.trace(x)` / `jax.eval_shape(f, x)` (they look at shapes and dtypes)."""
+    out = set()
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Attribute) and (n.attr in HOST_ATTRS or n.attr == "is_deleted"):
+            out.add(id(n.value))
+        elif isinstance(n, ast.Call) and (
+                (isinstance(n.func, ast.Attribute) and n.func.attr in ("lower", "trace"))
+                or ctx.qualname(n.func) == "jax.eval_shape"):
+            out.update(id(a) for a in n.args)
+            out.update(id(k.value) for k in n.keywords)
+    return out
 
 
 class DonatedBufferUsedAfterCall(Rule):
@@ -64,10 +80,9 @@ class DonatedBufferUsedAfterCall(Rule):
         for stmt in rest:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            # `x.is_deleted()` is the one read that is fine on a donated array.
-            checks = {id(n.value) for n in ast.walk(stmt) if isinstance(n, ast.Attribute) and n.attr == "is_deleted"}
+            benign = _metadata_reads(stmt, ctx)
             loads = [n for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name
-                     and isinstance(n.ctx, ast.Load) and id(n) not in checks]
+                     and isinstance(n.ctx, ast.Load) and id(n) not in benign]
             if loads:
                 self._emit(ctx, min(loads, key=lambda n: (n.lineno, n.col_offset)), name, call)
                 return True

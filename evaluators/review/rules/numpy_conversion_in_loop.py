@@ -26,6 +26,12 @@ from evaluators.review.rule import Ctx, Rule
 from evaluators.review.rules._util import periodic
 
 
+# NumPy functions that read only shape and dtype: no copy, no wait.
+METADATA = frozenset({"numpy.ndim", "numpy.shape", "numpy.size", "numpy.result_type", "numpy.dtype",
+                      "numpy.iinfo", "numpy.finfo", "numpy.issubdtype", "numpy.isscalar", "numpy.can_cast",
+                      "numpy.promote_types"})
+
+
 class NumpyConversionInLoop(Rule):
     code = "JM103"
     name = "numpy-conversion-in-loop"
@@ -40,7 +46,7 @@ class NumpyConversionInLoop(Rule):
         if not ctx.host_loop or not node.args:
             return
         q = ctx.qualname(node.func)
-        if q is None or not (q.startswith("numpy.") or q == "jax.device_get"):
+        if q is None or not (q.startswith("numpy.") or q == "jax.device_get") or q in METADATA:
             return
         if any(ctx.kind(a) == "jax" for a in node.args) and not periodic(ctx):
             local = q.replace("numpy.", "np.", 1)
