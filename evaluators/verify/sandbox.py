@@ -168,8 +168,10 @@ def run_isolated(argv: Sequence[str], *, env: Mapping[str, str], limits: Limits 
         out_path, err_path = out_dir / "stdout", out_dir / "stderr"
         with out_path.open("wb") as out, err_path.open("wb") as err:
             start = time.monotonic()
+            # Temporary files the child makes land in its own directory and go with it.
+            child_env = {"TMPDIR": str(cwd), **env}
             proc = subprocess.Popen(
-                list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
+                list(argv), cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=err, start_new_session=True, preexec_fn=_preexec(limits, use_rlimit_as),
                 close_fds=True)
             status, usage, timed_out, mem_exceeded = _wait(proc, start, limits, use_rlimit_as)

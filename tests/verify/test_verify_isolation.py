@@ -34,7 +34,9 @@ def test_snippet_sees_no_secret_of_the_parent(case, monkeypatch):
         monkeypatch.setenv(k, v)
     run = run_snippet(case("print_env"))
     assert run.ok, run.error
-    seen = json.loads(run.stdout)
+    out = json.loads(run.stdout)
+    seen = out["env"]
+    assert seen["TMPDIR"] == out["cwd"] and "jaxmem-verify-" in out["cwd"]   # a private temp cwd
     # Compare values: importing jax sets TF_CPP_MIN_LOG_LEVEL=1 itself (harmless: warnings show).
     assert not {k for k, v in SECRETS.items() if seen.get(k) == v}
     assert not [k for k in seen if k.startswith(("SLACK_", "OPENAI_", "AWS_"))]

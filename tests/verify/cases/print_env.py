@@ -1,4 +1,4 @@
 import json
 import os
 
-print(json.dumps(dict(os.environ)))
+print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}))
