@@ -37,6 +37,7 @@ def test_verify_runs_the_pair_and_posts_the_verdict(bot_server, standin, channel
     assert "<https://github.com/jaxmem/jaxmem/blob/main/corpus/cards/buffer-donation/en.md|buffer-donation>" in text
 
 
+@pytest.mark.slow
 def test_a_bad_verifier_setting_is_told_to_the_user_only(bot_server, standin, channel, monkeypatch):
     monkeypatch.setenv("JAXMEM_VERIFY_REPEATS", "many")
     send_command(bot_server.url, "verify buffer-donation", channel, standin.response_url(channel))
