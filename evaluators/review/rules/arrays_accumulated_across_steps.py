@@ -102,9 +102,13 @@ def _first_event(name: str, stmts: list[ast.stmt]) -> str | None:
             header = st.iter if isinstance(st, (ast.For, ast.AsyncFor)) else st.test
             if name in _names(header, ast.Load):
                 return "load"
-            # A branch may not run: only a load inside it decides; a store inside it does not.
-            if _first_event(name, st.body) == "load" or _first_event(name, st.orelse) == "load":
+            # A branch may not run: a load inside either decides; a store decides only when
+            # both branches of an if/else store first.
+            body, orelse = _first_event(name, st.body), _first_event(name, st.orelse)
+            if "load" in (body, orelse):
                 return "load"
+            if isinstance(st, ast.If) and body == orelse == "store":
+                return "store"
         elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         else:
