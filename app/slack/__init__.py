@@ -1,1 +1,1 @@
-"""The Slack front end: `jaxmem slack` (see app/slack/README-section.md)."""
+"""The Slack front end: `jaxmem slack` (see the "Slack bot" section of README.md)."""

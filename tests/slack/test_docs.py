@@ -12,7 +12,7 @@ from app.slack.listeners.command import COMMAND
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = yaml.safe_load((ROOT / "slack-manifest.yaml").read_text(encoding="utf-8"))
-SECTION = (ROOT / "app" / "slack" / "README-section.md").read_text(encoding="utf-8")
+SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Slack bot", 1)[1]
 
 
 def env_vars() -> set[str]:
