@@ -25,7 +25,8 @@ __all__ = ["Finding", "Note", "ReviewError", "ReviewResult", "review_source", "r
            "extract_code_blocks", "format_text", "format_json", "format_sarif", "format_markdown", "FORMATS"]
 
 PARALLEL_MIN_FILES = 200  # below this, starting workers costs more than it saves
-_FENCE = re.compile(r"```[ \t]*(?:python|py|python3|ipython)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# ```python\n...```, ```\n...```, and Slack's one-line ```code``` (no newline, no language).
+_FENCE = re.compile(r"```(?:[ \t]*(?:python3?|py|ipython)[ \t]*\n|[ \t]*\n|)(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 def card_url_factory() -> Callable[[str], str]:

@@ -111,6 +111,8 @@ def test_question_code_blocks():
     findings = review_question(q)
     assert [(f.path, f.code) for f in findings] == [("<pasted block 1>", "JM101")]
     assert extract_code_blocks("how much memory does jit use?") == []
+    assert extract_code_blocks("is ```x = jnp.ones(3)``` slow?") == ["x = jnp.ones(3)"]
+    assert extract_code_blocks("```py\nimport jax\n```") == ["import jax\n"]
     assert [f.code for f in review_question(BAD_LOOP)] == ["JM101"], "unfenced code that imports jax"
 
 
