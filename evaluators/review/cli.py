@@ -54,7 +54,7 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, show
       pbpaste | jaxmem review -
       jaxmem review src/ --format sarif -o jaxmem.sarif
       jaxmem review --select JM1 --ignore JM104 train.py
-      jaxmem review --run train.py train.py
+      jaxmem review --run train.py          # review it and attach measured counts
     """
     try:
         if list_rules:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -26,8 +27,11 @@ def run(*args, input=None):
     return CliRunner().invoke(command, list(args), input=input, catch_exceptions=False)
 
 
-def test_command_is_named_review():
+def test_command_is_named_review_and_every_option_is_documented():
     assert command.name == "review"
+    for param in command.params:
+        if isinstance(param, click.Option):
+            assert param.help and len(param.help) > 15, f"--{param.name} has no help text"
 
 
 def test_exit_status_follows_findings(files: Path):
