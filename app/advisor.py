@@ -95,12 +95,18 @@ class Advisor:
         return self.settings.card_url(topic, lang)
 
     def evidence(self, topic: str) -> dict | None:
+        """The verifier's latest result for a card, compact: what answers show and JSON carries."""
         try:
-            from evaluators.verify.api import latest_evidence
+            from evaluators.verify.api import evidence_summaries, latest_evidence, summary
         except ImportError:
             return None
         try:
-            return latest_evidence(topic)
+            record = latest_evidence(topic, self.settings)
+            if record is None:
+                return None
+            keep = ("verdict", "backend", "device_kind", "jax", "jaxlib", "date", "origin", "metrics")
+            return {**{k: record.get(k) for k in keep}, "summary": summary(record),
+                    "all_machines": evidence_summaries(topic, self.settings)}
         except Exception:  # evidence is a bonus; never let it break an answer
             log.exception("reading evidence for %s failed", topic)
             return None

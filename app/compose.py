@@ -35,10 +35,11 @@ def _links(text: str, card_url) -> str:
 
 
 def evidence_line(ev: dict | None) -> str:
+    """One line per machine kind that has evidence (e.g. this CPU, and a recorded GPU run)."""
     if not ev:
         return ""
-    summary = ev.get("summary") or ""
-    return summary
+    lines = ev.get("all_machines") or [ev.get("summary") or ""]
+    return "\n> ".join(l for l in lines if l)
 
 
 def compose_card_answer(

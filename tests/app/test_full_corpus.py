@@ -49,3 +49,11 @@ def test_retrieval_quality_targets_on_the_eval_set(full_index):
     assert main["other_languages"]["recall@3"] >= 0.85, report["misses"]
     assert main["abstention"]["recall"] >= 0.9, report["misses"]
     assert main["abstention"]["on_topic_abstained"] <= 0.05, report["misses"]
+
+
+def test_answers_show_the_recorded_verifier_evidence(full_advisor):
+    ans = full_advisor.ask("How do I make jax.jit reuse the input buffer so my parameters are not held twice?")
+    assert ans.citations[0].card == "buffer-donation"
+    ev = ans.citations[0].evidence
+    assert ev and ev["backend"] and ev["summary"].startswith(f"verified on {ev['backend']}, jax ")
+    assert ev["summary"] in ans.answer
