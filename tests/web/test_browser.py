@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ENTRY, SWEDISH_QUESTION
+from tests.web.helpers import ENTRY, SWEDISH_QUESTION
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -1,7 +1,7 @@
 """The chat page through Streamlit's AppTest: asking, follow-ups, abstention, bad input, errors."""
 from __future__ import annotations
 
-from conftest import SWEDISH_QUESTION, ask, texts
+from tests.web.helpers import SWEDISH_QUESTION, ask, texts
 
 from ingest.errors import StoreCorrupt
 

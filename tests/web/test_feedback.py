@@ -6,7 +6,7 @@ import io
 import threading
 
 import pytest
-from conftest import SWEDISH_QUESTION, ask
+from tests.web.helpers import SWEDISH_QUESTION, ask
 
 from app.feedback import FeedbackStore
 from ingest.errors import UsageError

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import texts
+from tests.web.helpers import texts
 
 TRAIN = (Path(__file__).parent / "fixtures" / "review" / "train_loop.py").read_text()
 

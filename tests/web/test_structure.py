@@ -4,7 +4,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from conftest import SWEDISH_QUESTION, ask
+import pytest
+
+from tests.web.helpers import SWEDISH_QUESTION, ask
 
 APP = Path(__file__).resolve().parents[2] / "app"
 FRONT_END = [APP / "web.py", APP / "web_cli.py", *sorted((APP / "pages").glob("*.py"))]
@@ -28,12 +30,13 @@ def test_front_end_never_imports_the_vector_store():
         assert not bad, f"{path.relative_to(APP.parent)} imports {sorted(bad)}; go through the advisor"
 
 
+@pytest.mark.slow  # rebuilds the advisor once
 def test_heavy_objects_are_built_once_per_process(web_env, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from app.advisor import Advisor
     from app.pages import shared
-    from conftest import ENTRY
+    from tests.web.helpers import ENTRY
 
     built = []
     real_init = Advisor.__init__

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SWEDISH_QUESTION, ask, texts
+from tests.web.helpers import SWEDISH_QUESTION, ask, texts
 
 
 def charts(at) -> list:

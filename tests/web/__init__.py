@@ -1,0 +1,1 @@
+"""Web front end tests (AppTest and the browser end-to-end test)."""
