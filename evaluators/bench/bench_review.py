@@ -197,6 +197,22 @@ def save_{name}(params, path: str) -> None:
 
 MAIN = '''
 
+def _parse_only(root: Path) -> dict:
+    """The floor for any AST-based reviewer: reading and parsing the same files, nothing else."""
+    code = (
+        "import ast, json, resource, sys, time\n"
+        "from pathlib import Path\n"
+        "t0 = time.perf_counter()\n"
+        f"files = sorted(Path({str(root)!r}).rglob('*.py'))\n"
+        "for f in files: ast.parse(f.read_text())\n"
+        "wall = time.perf_counter() - t0\n"
+        "cpu = sum(getattr(resource.getrusage(resource.RUSAGE_SELF), f) for f in ('ru_utime', 'ru_stime'))\n"
+        "print(json.dumps({'seconds': wall, 'cpu': cpu, 'files': len(files), 'findings': 0}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -309,6 +325,22 @@ def _time_once(root: Path, jobs: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _parse_only(root: Path) -> dict:
+    """The floor for any AST-based reviewer: reading and parsing the same files, nothing else."""
+    code = (
+        "import ast, json, resource, sys, time\n"
+        "from pathlib import Path\n"
+        "t0 = time.perf_counter()\n"
+        f"files = sorted(Path({str(root)!r}).rglob('*.py'))\n"
+        "for f in files: ast.parse(f.read_text())\n"
+        "wall = time.perf_counter() - t0\n"
+        "cpu = sum(getattr(resource.getrusage(resource.RUSAGE_SELF), f) for f in ('ru_utime', 'ru_stime'))\n"
+        "print(json.dumps({'seconds': wall, 'cpu': cpu, 'files': len(files), 'findings': 0}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=2000)
@@ -337,6 +369,11 @@ def main(argv: list[str] | None = None) -> int:
             ok = "ok" if rate >= TARGET_FILES_PER_S else "BELOW (wall)"
             print(f"{jobs:>4} | {sec:>7.2f} | {rate:>8.0f} | {lines / sec:>9,.0f} | {cpu:>6.1f} | {cpu_rate:>11.0f} | "
                   f"{runs[0]['findings']:>8} | {ok}")
+        runs = [_parse_only(root) for _ in range(args.repeats)]
+        sec = statistics.median(r["seconds"] for r in runs)
+        cpu = statistics.median(r["cpu"] for r in runs)
+        print(f"{'parse only':>10} (ast.parse of the same files, 1 process, for scale): {args.files / sec:.0f} files/s wall, "
+              f"{args.files / cpu:.0f} files per CPU-second")
     return 0 if best >= TARGET_FILES_PER_S else 1
 
 

@@ -46,6 +46,14 @@ class _Walker:
                 rule.check(node, ctx)
         if t in _SPECIAL:
             self.special(node, t)
+        elif t is ast.Attribute and t not in self.loop_dispatch:
+            # `jax.numpy.zeros`: a dotted chain has nothing below it for rules but its base,
+            # which is usually a Name (skipped) or a call (`f(x).block_until_ready`).
+            base = node.value
+            while base.__class__ is ast.Attribute:
+                base = base.value
+            if base.__class__ not in self.skip:
+                self.walk(base)
         elif t not in LEAVES:
             walk, skip = self.walk, self.skip
             for name in _FIELDS.get(t) or fields(t):
