@@ -197,22 +197,6 @@ def save_{name}(params, path: str) -> None:
 
 MAIN = '''
 
-def _parse_only(root: Path) -> dict:
-    """The floor for any AST-based reviewer: reading and parsing the same files, nothing else."""
-    code = (
-        "import ast, json, resource, sys, time\n"
-        "from pathlib import Path\n"
-        "t0 = time.perf_counter()\n"
-        f"files = sorted(Path({str(root)!r}).rglob('*.py'))\n"
-        "for f in files: ast.parse(f.read_text())\n"
-        "wall = time.perf_counter() - t0\n"
-        "cpu = sum(getattr(resource.getrusage(resource.RUSAGE_SELF), f) for f in ('ru_utime', 'ru_stime'))\n"
-        "print(json.dumps({'seconds': wall, 'cpu': cpu, 'files': len(files), 'findings': 0}))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
