@@ -175,6 +175,7 @@ class Scope:
     jitted: bool = False  # compiled: jit, pmap, or a lax control-flow body (possibly nested)
     traced: bool = False  # any transform (grad, vmap, ...): values are tracers, not arrays
     assigns: list[tuple[ast.AST, ast.AST, bool]] = field(default_factory=list)
+    has_loops: bool = False  # only loops can read a name before its binding in source order
     _kinds: dict[str, str | None] | None = None
 
     def kinds(self) -> dict[str, str]:
@@ -192,9 +193,10 @@ class Scope:
                     if a.annotation is not None and self.analysis.annotates_array(a.annotation):
                         self._kinds[a.arg] = "jax"
             # The last binding in source order wins: straight-line re-binding (`x = jnp.ones(3)`
-            # then `x = to_host(x)`) ends unknown, as it should. Two rounds settle chains like
-            # `a = f(x); b = a + 1` written in either order.
-            for _ in range(2):
+            # then `x = to_host(x)`) ends unknown, as it should. In a loop a name can be read
+            # before its binding (`total = total + loss` above `loss = step(...)`): a second
+            # round settles those.
+            for _ in range(2 if self.has_loops else 1):
                 for target, value, is_iter in self.assigns:
                     if is_iter:
                         self._bind_iter(target, value)
@@ -588,6 +590,11 @@ class _Builder:
 
     def visit_For(self, node: ast.For) -> None:
         self.scope.assigns.append((node.target, node.iter, True))
+        self.scope.has_loops = True
+        self.generic_visit(node)
+
+    def visit_While(self, node: ast.While) -> None:
+        self.scope.has_loops = True
         self.generic_visit(node)
 
     visit_AsyncFor = visit_For
