@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import FIXTURES, HERE, check_golden
+from tests.review.helpers import FIXTURES, HERE, check_golden
 from evaluators.review import registry
 from evaluators.review.api import (
     card_url_factory, format_json, format_markdown, format_sarif, format_text, review_source,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FIXTURES, check_golden
+from tests.review.helpers import FIXTURES, check_golden
 from evaluators.review import registry
 from evaluators.review.api import format_text, review_source
 from evaluators.review.finding import SEVERITIES
