@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from evaluators.review.astutil import LEAVES, fields
+from evaluators.review.astutil import _FIELDS, LEAVES, fields
 
 JIT_NAMES = frozenset({"jax.jit", "jax.pmap", "jax.experimental.pjit.pjit", "jax.pjit"})
 # Transforms whose function argument is traced: float()/print on its values do not sync.
@@ -480,16 +480,25 @@ class _Builder:
         fn(self, node)
 
     def generic_visit(self, node: ast.AST) -> None:
-        for name in fields(node.__class__):
+        visit = self.visit
+        for name in _FIELDS.get(node.__class__) or fields(node.__class__):
             v = getattr(node, name, None)
             if v is None:
                 continue
             if v.__class__ is list:
                 for item in v:
-                    if isinstance(item, ast.AST) and item.__class__ not in LEAVES:
-                        self.visit(item)
-            elif isinstance(v, ast.AST) and v.__class__ not in LEAVES:
-                self.visit(v)
+                    if item.__class__ not in LEAVES and isinstance(item, ast.AST):
+                        visit(item)
+            elif v.__class__ not in LEAVES and isinstance(v, ast.AST):
+                visit(v)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        # A dotted chain holds nothing this pass records except what sits at its base.
+        base = node.value
+        while base.__class__ is ast.Attribute:
+            base = base.value
+        if base.__class__ not in LEAVES:
+            self.visit(base)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
