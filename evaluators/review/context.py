@@ -268,6 +268,7 @@ class Analysis:
         # Rules ask for the same call's name many times; the tree outlives this cache, so ids are stable.
         self._qcache: dict[int, str | None] = {}
         self._bound: dict[str, JitInfo | None] = {}
+        self._jcache: dict[int, JitInfo | None] = {}
         self._returns: dict[ast.AST, str | None] = {}
 
     # ---- names -------------------------------------------------------------------------
@@ -342,7 +343,14 @@ class Analysis:
         return params[1:] if bound and params else params
 
     def jit_info(self, func: ast.AST) -> JitInfo | None:
-        """The jitted callable a call site invokes, if known."""
+        """The jitted callable a call site invokes, if known (cached per node: rules ask often)."""
+        key = id(func)
+        if key in self._jcache:
+            return self._jcache[key]
+        info = self._jcache[key] = self._jit_info(func)
+        return info
+
+    def _jit_info(self, func: ast.AST) -> JitInfo | None:
         name = dotted(func)
         if name is not None:
             info = self.jitted.get(name)
