@@ -28,7 +28,9 @@ def streamlit_argv(port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.address", HOST,
             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
             # No "Deploy" button: this is a local tool, not a Streamlit Cloud app.
-            "--client.toolbarMode", "viewer"]
+            "--client.toolbarMode", "viewer",
+            # A server, not a dev loop: a source edit must not offer users a "Rerun".
+            "--server.fileWatcherType", "none"]
 
 
 @click.command("web")

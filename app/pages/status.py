@@ -23,9 +23,21 @@ st.subheader("Index")
 try:
     info = shared.index_status()
 except Exception as exc:
-    info = None
+    info = False  # shown as an error below, not as "no index yet"
     shared.show_error(exc, "read the index status")
 if info:
-    st.json(info)
+    cols = st.columns(4)
+    for col, (label, key) in zip(cols, (("Cards", "cards"), ("Topics", "topics"), ("Chunks", "chunks"),
+                                        ("Languages", "languages"))):
+        value = info.get(key)
+        col.metric(label, len(value) if isinstance(value, list) else value)
+    st.markdown(f"Languages: {', '.join(info['languages'])}  \nEmbeddings: `{info.get('embedding_backend')}` "
+                f"(dim {info.get('embedding_dim')})  \nLast ingest: {info.get('last_ingest') or 'unknown'}  \n"
+                f"Store: {info.get('location')} (collection `{info.get('collection')}`)")
+elif info is None:
+    st.warning("No index yet: it is built on the first question.")
 st.subheader("JAX on this server")
-st.json(shared.runtime())
+rt = shared.runtime()
+st.markdown(f"JAX {rt['jax']} · backend `{rt['backend']}` · devices: {', '.join(rt['devices']) or 'none'}")
+if rt.get("error"):
+    st.error(f"Reading the devices failed: {rt['error']}")

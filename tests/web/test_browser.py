@@ -47,7 +47,8 @@ def server(web_env, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.headless", "true",
-           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
+           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",
+           "--server.fileWatcherType", "none"]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **web_env},
                                 start_new_session=True)

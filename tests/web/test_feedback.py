@@ -107,3 +107,7 @@ def test_status_page_lists_feedback_and_offers_csv(app):
     table = app.dataframe[0].value
     assert answer_id in set(table["answer_id"])
     assert any("rated answer" in m.value for m in app.markdown)
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics == {"Cards": "4", "Topics": "2", "Chunks": str(metrics["Chunks"]), "Languages": "2"}
+    assert int(metrics["Chunks"]) > 4
+    assert any("JAX 0." in m.value and "cpu:0" in m.value for m in app.markdown)
