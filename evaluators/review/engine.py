@@ -27,11 +27,27 @@ class _Walker:
         self.ctx = ctx
         self.dispatch: dict[type, list[Rule]] = {}  # outside host loops
         self.loop_dispatch: dict[type, list[Rule]] = {}  # inside them: every rule
+        # Calls go to rules that named the functions they care about only when the call's
+        # resolved name matches: one name lookup per call instead of one per rule.
+        self.by_name: tuple[dict[str, list[Rule]], dict[str, list[Rule]]] = ({}, {})
+        self.by_prefix: tuple[list[tuple[str, Rule]], list[tuple[str, Rule]]] = ([], [])
         for rule in rules:
             for t in rule.node_types:
+                if t is ast.Call and rule.call_names:
+                    for i in (0, 1):
+                        if i == 0 and rule.only_in_host_loops:
+                            continue
+                        for name in rule.call_names:
+                            if name.endswith("."):
+                                self.by_prefix[i].append((name, rule))
+                            else:
+                                self.by_name[i].setdefault(name, []).append(rule)
+                    self.loop_dispatch.setdefault(t, [])  # calls are still entered
+                    continue
                 self.loop_dispatch.setdefault(t, []).append(rule)
                 if not rule.only_in_host_loops:
                     self.dispatch.setdefault(t, []).append(rule)
+        self.named_calls = any(self.by_name[1]) or bool(self.by_prefix[1])
         self.body_rules = [r for r in rules if r.wants_bodies]
         # Leaf nodes no rule asked for are never entered: about a third of all nodes.
         self.skip = frozenset(LEAVES - set(self.loop_dispatch))
@@ -40,10 +56,19 @@ class _Walker:
         ctx = self.ctx
         t = node.__class__
         ctx.stack.append(node)
-        rules = (self.loop_dispatch if ctx.loops and not ctx.scope.traced else self.dispatch).get(t)
+        in_loop = 1 if ctx.loops and not ctx.scope.traced else 0
+        rules = (self.loop_dispatch if in_loop else self.dispatch).get(t)
         if rules:
             for rule in rules:
                 rule.check(node, ctx)
+        if t is ast.Call and self.named_calls:
+            q = ctx.analysis.qualname(node.func)
+            if q is not None:
+                for rule in self.by_name[in_loop].get(q, ()):
+                    rule.check(node, ctx)
+                for prefix, rule in self.by_prefix[in_loop]:
+                    if q.startswith(prefix):
+                        rule.check(node, ctx)
         if t in _SPECIAL:
             self.special(node, t)
         elif t is ast.Attribute and t not in self.loop_dispatch:

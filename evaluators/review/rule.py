@@ -34,6 +34,9 @@ class Rule:
     # The engine calls `check` only inside eagerly running loops (most code is not), which
     # saves one Python call per node per rule elsewhere.
     only_in_host_loops: ClassVar[bool] = False
+    # For Call rules: the resolved names (or "prefix." entries) of the functions the rule is
+    # about; the engine calls `check` only for those calls. Empty: every call.
+    call_names: ClassVar[frozenset[str]] = frozenset()
 
     @property
     def doc(self) -> str:

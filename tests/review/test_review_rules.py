@@ -2,6 +2,7 @@
 output of all rules on each fixture matches its golden .txt (a new rule needs only files)."""
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -38,6 +39,7 @@ def test_rule_metadata(rule):
     assert rule.severity in SEVERITIES
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
     assert "\n" not in rule.message and "\n" not in rule.fix
+    assert not rule.call_names or ast.Call in rule.node_types, "call_names only filter Call nodes"
     doc = rule.doc
     assert doc.startswith(f"{rule.code} {rule.name}"), f"{rule.code}: docstring must start with code and name"
     positions = [doc.find(f"\n{s}\n") for s in DOC_SECTIONS]

@@ -113,6 +113,9 @@ def describe(node: ast.AST) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+ENV_CALLS = frozenset({"os.environ.setdefault", "os.environ.update", "os.putenv"})
+
+
 def env_writes(ctx: Ctx, node: ast.AST) -> list[tuple[str, ast.AST | None]]:
     """`os.environ[K] = v`, `os.environ.setdefault(K, v)`, `.update({K: v})`, `os.putenv(K, v)`.
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import env_writes
+from evaluators.review.rules._util import ENV_CALLS, env_writes
 
 KEYS = ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION")
 
@@ -34,6 +34,7 @@ class BothMemFractionVars(Rule):
     message = "`{key}` is set while `{other}` is also set (line {line}): the GPU backend raises ValueError at start-up"
     fix = "Set only one of XLA_PYTHON_CLIENT_MEM_FRACTION and XLA_CLIENT_MEM_FRACTION."
     node_types = (ast.Assign, ast.Call)
+    call_names = ENV_CALLS
     requires = ('MEM_FRACTION',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:

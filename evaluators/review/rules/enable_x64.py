@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import const_str, env_writes
+from evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
 
 TRUE = frozenset({"1", "true", "True", "yes"})
 
@@ -34,6 +34,7 @@ class EnableX64(Rule):
     message = "64-bit mode is enabled {how}: float arrays double their device memory and transfer size"
     fix = "Stay in 32-bit (or bf16) by default; enable float64 only around the computation that needs it."
     node_types = (ast.Call, ast.Assign)
+    call_names = ENV_CALLS | {"jax.config.update", "jax.experimental.enable_x64"}
     requires = ('x64', 'X64')
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:

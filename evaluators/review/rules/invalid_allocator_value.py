@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import const_str, env_writes
+from evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
 
 VALID = ("default", "platform", "bfc", "cuda_async", "vmm")
 
@@ -34,6 +34,7 @@ class InvalidAllocatorValue(Rule):
     message = "`XLA_PYTHON_CLIENT_ALLOCATOR={value}` is not one of " + ", ".join(VALID) + ": the GPU backend raises ValueError at start-up"
     fix = "Use one of " + ", ".join(VALID) + " (\"cuda_malloc_async\" is TF_GPU_ALLOCATOR's spelling; JAX's is \"cuda_async\")."
     node_types = (ast.Assign, ast.Call)
+    call_names = ENV_CALLS
     requires = ('XLA_PYTHON_CLIENT_ALLOCATOR',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:

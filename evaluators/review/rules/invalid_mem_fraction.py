@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import const_str, env_writes
+from evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
 
 
 class InvalidMemFraction(Rule):
@@ -32,6 +32,7 @@ class InvalidMemFraction(Rule):
     message = "`{key}={value}` is not a fraction in (0, 1]: {effect}"
     fix = "Write the share as a fraction, e.g. \".75\" for 75% of the GPU's memory."
     node_types = (ast.Assign, ast.Call)
+    call_names = ENV_CALLS
     requires = ('MEM_FRACTION',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:

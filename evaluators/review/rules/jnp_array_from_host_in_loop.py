@@ -37,6 +37,7 @@ class JnpArrayFromHostInLoop(Rule):
     message = "`{func}({arg})` converts host data to a device array every iteration: one host->device transfer each"
     fix = "Convert all the data once before the loop (stack it, then one `jnp.asarray`/`jax.device_put`) and index it on device."
     node_types = (ast.Call,)
+    call_names = CONVERTERS | {PUT}
     requires = ('array', 'device_put')
     only_in_host_loops = True
 

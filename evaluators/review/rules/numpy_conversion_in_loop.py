@@ -40,6 +40,7 @@ class NumpyConversionInLoop(Rule):
     message = "`{func}` on a JAX array in a loop copies it device->host and blocks every iteration"
     fix = "Keep the computation in jax.numpy on device and fetch results once after the loop with `jax.device_get`."
     node_types = (ast.Call,)
+    call_names = frozenset({"numpy.", "jax.device_get"})
     only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:

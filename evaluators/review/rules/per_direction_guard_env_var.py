@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import env_writes
+from evaluators.review.rules._util import ENV_CALLS, env_writes
 
 KEYS = frozenset({"JAX_TRANSFER_GUARD_HOST_TO_DEVICE", "JAX_TRANSFER_GUARD_DEVICE_TO_HOST",
                   "JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE"})
@@ -36,6 +36,7 @@ class PerDirectionGuardEnvVar(Rule):
     fix = ("Use `jax.config.update` with the flag in lower case (e.g. \"jax_transfer_guard_host_to_device\"), "
            "the `jax.transfer_guard_*` context managers, or the global `JAX_TRANSFER_GUARD`.")
     node_types = (ast.Assign, ast.Call)
+    call_names = ENV_CALLS
     requires = ('JAX_TRANSFER_GUARD_',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:

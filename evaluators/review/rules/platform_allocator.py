@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import const_str, env_writes
+from evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
 
 
 class PlatformAllocator(Rule):
@@ -30,6 +30,7 @@ class PlatformAllocator(Rule):
     message = "`XLA_PYTHON_CLIENT_ALLOCATOR=platform` allocates and frees on every request: it returns memory but is slow"
     fix = "Keep it for debugging; for sharing a GPU prefer a memory fraction or disabling preallocation."
     node_types = (ast.Assign, ast.Call)
+    call_names = ENV_CALLS
     requires = ('XLA_PYTHON_CLIENT_ALLOCATOR',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:

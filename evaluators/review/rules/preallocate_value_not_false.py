@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import const_str, env_writes
+from evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
 
 OFF = ("false", "False", "0")
 ON = ("true", "True", "1")
@@ -35,6 +35,7 @@ class PreallocateValueNotFalse(Rule):
     message = "`XLA_PYTHON_CLIENT_PREALLOCATE={value}` still preallocates: only \"false\", \"False\" or \"0\" turn it off"
     fix = "Write \"false\" to disable preallocation."
     node_types = (ast.Assign, ast.Call)
+    call_names = ENV_CALLS
     requires = ('XLA_PYTHON_CLIENT_PREALLOCATE',)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:

@@ -36,6 +36,7 @@ class RemovedClearBackends(Rule):
     message = "`{func}` was deprecated in jax 0.4.26 and is gone (AttributeError on 0.10); it never freed live arrays"
     fix = "Drop the references to the arrays (or call `Array.delete()` on them); `jax.clear_caches()` only clears compilation caches."
     node_types = (ast.Call,)
+    call_names = REMOVED
     requires = ('clear_backends',)
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:

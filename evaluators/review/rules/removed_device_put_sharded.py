@@ -32,6 +32,7 @@ class RemovedDevicePutSharded(Rule):
     message = "`{func}` is deprecated and raises AttributeError on jax 0.10: no data is placed"
     fix = "Use `jax.device_put(x, sharding)` with a `NamedSharding` (stack the shards first for the sharded case)."
     node_types = (ast.Call,)
+    call_names = REMOVED
     requires = ('device_put_sharded', 'device_put_replicated')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:

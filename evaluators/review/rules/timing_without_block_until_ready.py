@@ -47,6 +47,7 @@ class TimingWithoutBlockUntilReady(Rule):
     wants_bodies = True
     requires = ('time',)
     node_types = (ast.Call,)
+    call_names = frozenset({"timeit.timeit", "timeit.repeat"})
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         # timeit.timeit(lambda: f(x), number=...)

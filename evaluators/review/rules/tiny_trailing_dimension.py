@@ -41,6 +41,7 @@ class TinyTrailingDimension(Rule):
     message = "shape {shape} can pad to {padded} in TPU 8x128 tiles: up to {factor}x its size in HBM"
     fix = "Drop size-1 trailing dimensions or put the long axis last, so the last two dims fill 8x128 tiles."
     node_types = (ast.Call,)
+    call_names = frozenset({"jax.numpy.", "jax.random."})
     requires = ('zeros', 'ones', 'empty', 'full', 'random')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:

@@ -41,6 +41,7 @@ class WholeFunctionCheckpoint(Rule):
     message = "`{func}` differentiates a function that is checkpointed as a whole: this saves no memory and recomputes the forward pass"
     fix = "Checkpoint the inner blocks (each layer, or the `lax.scan` body) instead of the whole differentiated function."
     node_types = (ast.Call,)
+    call_names = DIFF
     requires = ('checkpoint', 'remat')
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:

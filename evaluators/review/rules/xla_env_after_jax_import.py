@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import env_writes, in_module_code
+from evaluators.review.rules._util import ENV_CALLS, env_writes, in_module_code
 
 
 def topic_for(key: str) -> str:
@@ -44,6 +44,7 @@ class XlaEnvAfterJaxImport(Rule):
     message = "`{key}` is set after `import jax` (line {line}): it is ignored if any JAX operation ran before"
     fix = "Set the variable before `import jax` (top of the entry script) or in the environment that launches Python."
     node_types = (ast.Assign, ast.Call)
+    call_names = ENV_CALLS
     requires = ('XLA_', 'TF_GPU_ALLOCATOR')
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
