@@ -49,15 +49,18 @@ _RUNTIME_PROBE = ("import json, jax; print(json.dumps({'jax': jax.__version__, '
 
 @st.cache_resource(show_spinner=False)
 def runtime() -> dict:
-    """JAX version, backend and devices, read in a child process once: importing jax here would
-    start XLA's threads in the server, and every verifier run forks from it."""
+    """JAX version, backend and devices as a fresh JAX process sees them (what a user's script
+    gets), read once in a child: initialising a backend here would hold an accelerator's memory
+    for the server's whole life."""
     import json
     import subprocess
     import sys
 
     try:
+        # Listing devices must not grab 75% of a GPU that training jobs may be using.
+        env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
         out = subprocess.run([sys.executable, "-c", _RUNTIME_PROBE], capture_output=True, text=True,
-                             timeout=120, check=True)
+                             timeout=120, check=True, env=env)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except Exception as exc:  # a broken accelerator plugin must not take the app down
         why = getattr(exc, "stderr", None) or str(exc)
