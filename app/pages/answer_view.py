@@ -22,7 +22,10 @@ def show_answer(ans: Answer, answer_id: str) -> None:
         st.caption(f"Note: {note}")
     st.markdown(ans.answer)
     if ans.findings:
-        st.caption(f"{len(ans.findings)} finding(s) in the pasted code; the Review page shows them line by line.")
+        from app.pages.review_view import findings_table
+
+        with st.expander(f":material/bug_report: {len(ans.findings)} finding(s) in the pasted code"):
+            findings_table(ans.findings)
     for c in ans.citations:
         with st.expander(f":material/description: {c.title} ({c.card}, {language_name(c.language)})"):
             st.markdown(c.summary)

@@ -97,3 +97,13 @@ def test_sidebar_shows_index_backend_and_jax(app):
     import jax
 
     assert f"JAX {jax.__version__}" in side and "cpu:0" in side
+
+
+def test_code_in_a_question_is_reviewed_and_its_findings_listed(app):
+    code = "import jax.numpy as jnp\n\nw = jnp.zeros(3)\nfor i in range(5):\n    w = w + 1\n    print(float(w.sum()))\n"
+    ask(app, f"Varför är den här loopen långsam?\n```python\n{code}```")
+    (ans,) = answers(app)
+    assert any(f["code"] == "JM101" and f["line"] == 6 for f in ans.findings), ans.findings
+    assert any("finding(s) in the pasted code" in e.label for e in app.expander)
+    table = app.dataframe[0].value
+    assert 6 in set(table["line"]) and any("JM101" in r for r in table["rule"])
