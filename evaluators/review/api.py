@@ -11,7 +11,6 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 
@@ -142,6 +141,8 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
     if jobs > 1 and len(file_paths) >= PARALLEL_MIN_FILES:
         chunk = max(16, len(file_paths) // (jobs * 8))
         batches = [file_paths[i:i + chunk] for i in range(0, len(file_paths), chunk)]
+        from concurrent.futures import ProcessPoolExecutor  # only batches big enough to share
+
         ctx = get_context("fork") if sys.platform == "linux" else get_context("spawn")
         with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
                                  initargs=([r.code for r in rules], card_url, max_file_size)) as pool:

@@ -12,8 +12,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import pathspec
-
 from evaluators.review.finding import Note
 
 PY_SUFFIXES = (".py", ".pyi", ".ipynb")
@@ -30,7 +28,7 @@ class Loaded:
     note: Note | None = None
 
 
-def _ancestor_specs(root: Path) -> list[tuple[Path, pathspec.PathSpec]]:
+def _ancestor_specs(root: Path) -> list[tuple[Path, object]]:
     """`.gitignore` files above `root`, up to the enclosing repository's top."""
     specs = []
     for d in [root, *root.parents]:
@@ -43,17 +41,19 @@ def _ancestor_specs(root: Path) -> list[tuple[Path, pathspec.PathSpec]]:
     return specs
 
 
-def _spec_in(directory: Path) -> pathspec.PathSpec | None:
+def _spec_in(directory: Path):
     gi = directory / ".gitignore"
     if not gi.is_file():
         return None
+    import pathspec  # ~0.1 s to import: only when a .gitignore is actually there
+
     try:
         return pathspec.GitIgnoreSpec.from_lines(gi.read_text(encoding="utf-8", errors="replace").splitlines())
     except Exception:  # a malformed pattern must not stop the batch; that file's rules are skipped
         return None
 
 
-def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, object]]) -> bool:
     for base, spec in specs:
         try:
             rel = path.relative_to(base).as_posix()
@@ -86,7 +86,7 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
         root = p.resolve()
         specs = _ancestor_specs(root) if respect_gitignore else []
         found_before = len(files)
-        cache: dict[Path, pathspec.PathSpec | None] = {}
+        cache: dict[Path, object] = {}  # folder -> its .gitignore spec (or None)
         for dirpath, dirnames, filenames in os.walk(p):
             d = Path(dirpath)
             local = list(specs)
