@@ -78,12 +78,17 @@ class TimingWithoutBlockUntilReady(Rule):
                 if not waits:
                     ctx.report(self, stop)
                     continue
-                _r, _w, warmed = self._scan([s for s in body[:start] if not isinstance(s, _DEFS)], ctx)
+                warmed = self._jitted_calls([s for s in body[:start] if not isinstance(s, _DEFS)], ctx)
                 first = next((f for f in jitted if f not in warmed), None)
                 if first:
                     # Information only: a training script timing its whole run may want compilation in.
                     ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix,
                                severity="info", func=first)
+
+    @staticmethod
+    def _jitted_calls(stmts: list[ast.AST], ctx: Ctx) -> set[str]:
+        return {dotted(n.func) or "function" for stmt in stmts for n in ast.walk(stmt)
+                if isinstance(n, ast.Call) and ctx.analysis.jit_info(n.func) is not None}
 
     def _scan(self, stmts: list[ast.AST], ctx: Ctx) -> tuple[bool, bool, list[str]]:
         """One pass: does JAX work run, does anything wait for it, which jitted functions are called."""
@@ -98,7 +103,7 @@ class TimingWithoutBlockUntilReady(Rule):
                     runs = True
                 elif not runs and ctx.kind(n) == "jax":
                     runs = True
-                if not waits and ((is_sync(ctx, n) and not self._prints_only_time(n, ctx))
+                if not waits and (is_sync(ctx, n) and not self._prints_only_time(n, ctx)
                                   or self._may_wait(n, ctx)):
                     waits = True
         return runs, waits, jitted
