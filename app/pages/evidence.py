@@ -2,6 +2,7 @@
 runs the card's snippet pair on this machine. The verifier does the work; this only draws it."""
 from __future__ import annotations
 
+import html
 import queue
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -82,9 +83,10 @@ def show_record(record: dict) -> None:
     from evaluators.verify.metrics import METRICS, format_value
     from evaluators.verify.verdicts import ERROR, NOT_MEASURABLE
 
-    origin = record.get("origin") or "this session"
-    st.markdown(f"**Evidence: {record.get('verdict')}** on {where(record)} "
-                f"({origin}, {record.get('date', '?')}, {record.get('repeats', '?')} repeat(s))")
+    about = [record.get("origin") or "run in this session", str(record.get("date") or "")[:16].replace("T", " ")]
+    if record.get("repeats"):  # recorded evidence files leave it out
+        about.append(f"{record['repeats']} repeat(s)")
+    st.markdown(f"**Evidence: {record.get('verdict')}** on {where(record)} ({', '.join(a for a in about if a)})")
     backend = record.get("backend") or "this backend"
     for m in record.get("metrics", []):
         metric = METRICS.get(m["metric"])
@@ -95,11 +97,25 @@ def show_record(record: dict) -> None:
         if m["verdict"] == ERROR or m.get("before") is None or m.get("after") is None:
             st.error(f"{label}: {m.get('reason') or 'no measurement'}")
             continue
-        unit = metric.unit if metric else ""
-        st.bar_chart({"run": ["before", "after"], label: [m["before"], m["after"]]}, x="run", y=label,
-                     x_label=f"{where(record)}", y_label=f"{label} ({unit})", height=220)
         fmt = (lambda v: format_value(metric, v)) if metric else str
+        bars(label, m["before"], m["after"], fmt, where(record))
         st.caption(f"{label}: {fmt(m['before'])} -> {fmt(m['after'])}; expected to {m.get('expect')}: "
                    f"**{m['verdict']}**" + (f" ({m['reason']})" if m.get("reason") else ""))
     for err in record.get("errors") or []:
         st.error(f"The {err.get('side')} snippet failed: {err.get('error')}")
+    machines = record.get("all_machines") or []
+    if len(machines) > 1:  # e.g. GPU evidence recorded elsewhere, shown on a CPU server
+        st.caption("Evidence by machine kind:\n" + "\n".join(f"- {line}" for line in machines))
+
+
+def bars(label: str, before: float, after: float, fmt, where_: str) -> None:
+    """Before/after as two plain HTML bars: a chart library per cited card made every chat rerun
+    measurably slower in the browser (about 0.2 s with a few answers on the page)."""
+    top = max(before, after, 0) or 1
+    rows = "".join(
+        f'<div><span style="display:inline-block;width:4.5em">{side}</span>'
+        f'<span class="jm-bar" style="display:inline-block;height:0.85em;vertical-align:middle;'
+        f'width:{max(value, 0) / top * 65 + 0.5:.1f}%;background:{color}"></span> {html.escape(fmt(value))}</div>'
+        for side, value, color in (("before", before, "#9aa5b1"), ("after", after, "#1f77b4")))
+    st.html(f'<div class="jm-evidence" style="font-size:0.85rem;margin:0.3em 0">'
+            f'<div><b>{html.escape(label)}</b> · {html.escape(where_)}</div>{rows}</div>')

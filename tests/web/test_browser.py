@@ -117,6 +117,12 @@ def test_swedish_question_gets_swedish_answer_with_citations(page, capsys):
     assert cited.count() >= 1 and "Svenska (sv)" in cited.first.inner_text()
     cited.first.locator("summary").click()
     cited.first.get_by_text("Card language: Svenska (sv)").wait_for()
+    # The donation card has recorded evidence: drawn as before/after bars without a run.
+    donation = cited.filter(has_text="buffer-donation")
+    donation.locator("summary").click()
+    donation.locator(".jm-bar").first.wait_for()
+    assert donation.locator(".jm-bar").count() == 2
+    assert "not measurable on cpu" in donation.inner_text()
     page.wait_for_timeout(500)  # let the expander's opening animation finish before the screenshot
     page.screenshot(path=str(ARTIFACTS / "web-chat.png"), full_page=True)
     median_ms = statistics.median(timings) * 1000

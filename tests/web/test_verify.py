@@ -6,7 +6,8 @@ from tests.web.helpers import SWEDISH_QUESTION, ask, texts
 
 
 def charts(at) -> list:
-    return at.get("vega_lite_chart")
+    """The before/after bar blocks (one per measured metric)."""
+    return [h for h in at.get("html") if 'class="jm-evidence"' in h.proto.body]
 
 
 def donation_button(at):
@@ -20,7 +21,9 @@ def test_stored_evidence_shows_without_running(app):
     # is cited: a before/after chart for alias bytes, labelled with where it was measured.
     assert "Evidence: confirmed" in page and "jax 0.10.2" in page
     assert "donated (aliased) bytes: 0 B -> 256.0 KiB" in page
-    assert len(charts(app)) == 1
+    (chart,) = charts(app)
+    assert "donated (aliased) bytes" in chart.proto.body and "cpu, jax 0.10.2" in chart.proto.body
+    assert chart.proto.body.count('class="jm-bar"') == 2
     assert "device peak memory: not measurable on cpu; needs gpu or tpu" in page
     assert not app.session_state["verified"]  # nothing ran
 
@@ -35,7 +38,7 @@ def test_verify_button_runs_the_pair_here_and_draws_the_result(app):
     assert record.get("origin") is None  # measured now, not read from a cache or evidence file
     statuses = [s.label for s in app.get("status")]
     assert any("Verified buffer-donation: confirmed" in s for s in statuses), statuses
-    assert "this session" in texts(app)
+    assert "run in this session" in texts(app)
     assert len(charts(app)) == 1
 
 
