@@ -69,7 +69,10 @@ def _run(topic: str) -> dict | None:
             status.update(label=f"Verification of {topic} failed", state="error", expanded=True)
             shared.show_error(exc, f"verify {topic}")
             return None
-        status.update(label=f"Verified {topic}: {record['verdict']}", state="complete", expanded=False)
+        if record.get("verdict") == "error":  # e.g. a snippet run past the time limit: the reason is below
+            status.update(label=f"Verification of {topic} failed", state="error", expanded=False)
+        else:
+            status.update(label=f"Verified {topic}: {record['verdict']}", state="complete", expanded=False)
     return record
 
 
