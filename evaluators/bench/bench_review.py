@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'jobs':>4} | {'wall s':>7} | {'files/s':>8} | {'lines/s':>9} | {'cpu s':>6} | {'cpu files/s':>11} | "
               f"{'findings':>8} | target {TARGET_FILES_PER_S} files/s")
         print("-" * 92)
-        best = 0.0
+        best = best_cpu = 0.0
         for jobs in args.jobs:
             runs = [_time_once(root, jobs) for _ in range(args.repeats)]
             assert all(r["files"] == args.files for r in runs), runs
@@ -350,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             rate = args.files / sec
             cpu_rate = args.files / cpu * jobs
             best = max(best, rate)
+            best_cpu = max(best_cpu, cpu_rate)
             ok = "ok" if rate >= TARGET_FILES_PER_S else "BELOW (wall)"
             print(f"{jobs:>4} | {sec:>7.2f} | {rate:>8.0f} | {lines / sec:>9,.0f} | {cpu:>6.1f} | {cpu_rate:>11.0f} | "
                   f"{runs[0]['findings']:>8} | {ok}")
@@ -358,6 +359,11 @@ def main(argv: list[str] | None = None) -> int:
         cpu = statistics.median(r["cpu"] for r in runs)
         print(f"{'parse only':>10} (ast.parse of the same files, 1 process, for scale): {args.files / sec:.0f} files/s wall, "
               f"{args.files / cpu:.0f} files per CPU-second")
+        # Wall time is the requirement; on a shared machine the CPU-time figure says what the
+        # same work does on otherwise idle cores. Both are printed; only wall time passes.
+        print(f"verdict: best wall {best:.0f} files/s (load average {os.getloadavg()[0]:.1f} now); "
+              f"CPU-derived {best_cpu:.0f} files/s; target {TARGET_FILES_PER_S}: "
+              f"{'met' if best >= TARGET_FILES_PER_S else 'not met in wall time'}")
     return 0 if best >= TARGET_FILES_PER_S else 1
 
 
