@@ -49,6 +49,8 @@ class NumpyConversionInLoop(Rule):
         q = ctx.qualname(node.func)
         if q is None or not (q.startswith("numpy.") or q == "jax.device_get") or q in METADATA:
             return
+        if q.startswith("numpy.testing."):
+            return  # an assertion has to read the values; keeping them on device is no fix
         if any(ctx.kind(a) == "jax" for a in node.args) and not periodic(ctx):
             local = q.replace("numpy.", "np.", 1)
             ctx.report(self, node, func=local)
