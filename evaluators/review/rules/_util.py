@@ -20,11 +20,19 @@ def builtin_name(ctx: Ctx, func: ast.AST) -> str | None:
 
 
 def periodic(ctx: Ctx) -> bool:
-    """A sync that does not happen every step: inside `if step % N == 0:` within the innermost
-    loop, or in an outer (epoch) loop whose body runs the steps in a nested loop."""
+    """A sync that is not a per-step cost to fix: inside `if step % N == 0:` within the innermost
+    loop, in an outer (epoch) loop whose body runs the steps in a nested loop, or part of an
+    assertion (`assert ...`, `self.assertEqual(...)`, which must read the value)."""
     loop = ctx.loops[-1] if ctx.loops else None
     if loop is not None and _runs_steps_inside(ctx, loop):
         return True
+    for node in reversed(ctx.stack):
+        if node is loop:
+            break
+        if isinstance(node, ast.Assert) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith(("assert", "fail"))):
+            return True
     for node in reversed(ctx.stack):
         if node is loop:
             return False
