@@ -86,17 +86,32 @@ def fingerprints(findings: Sequence[Finding]) -> list[str]:
     return out
 
 
+def _section(doc: str, title: str) -> str:
+    """One section of a rule's docstring (What it does / Why is this bad / ...), dedented."""
+    lines = doc.splitlines()
+    if title not in lines:
+        return ""
+    out = []
+    for line in lines[lines.index(title) + 1:]:
+        if line and not line.startswith(" "):
+            break
+        out.append(line.strip())
+    return " ".join(x for x in out if x)
+
+
 def _sarif_rule(rule: Rule) -> dict:
-    entry = {
+    what = _section(rule.doc, "What it does") or rule.name
+    why = _section(rule.doc, "Why is this bad")
+    return {
         "id": rule.code,
         "name": rule.name,
-        "shortDescription": {"text": rule.message.split(":")[0].replace("{", "").replace("}", "")},
-        "fullDescription": {"text": rule.doc.split("\n\n", 1)[-1].strip() if rule.doc else rule.message},
-        "help": {"text": rule.fix},
+        "shortDescription": {"text": rule.name.replace("-", " ").capitalize()},
+        "fullDescription": {"text": what},
+        "help": {"text": f"{why} Fix: {rule.fix}".strip(),
+                 "markdown": f"{why}\n\n**Fix:** {rule.fix}".strip()},
         "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
         "properties": {"tags": ["jax", "memory", rule.topic], "topic": rule.topic},
     }
-    return entry
 
 
 def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rules: Iterable[Rule] = (),

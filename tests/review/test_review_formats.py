@@ -40,6 +40,9 @@ def test_sarif_is_valid_and_complete(schema):
     rules = run["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == [r.code for r in registry.all_rules()], "one rule entry per code"
     assert all(r["helpUri"].endswith(f"/{r['properties']['topic']}/en.md") for r in rules)
+    jm201 = next(r for r in rules if r["id"] == "JM201")
+    assert jm201["fullDescription"]["text"].startswith("Flags a NumPy array or Python list that is built")
+    assert "Fix: Stack the host data" in jm201["help"]["text"]
     assert len(run["results"]) == len(findings)
     for res in run["results"]:
         assert rules[res["ruleIndex"]]["id"] == res["ruleId"]
