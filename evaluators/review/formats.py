@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
@@ -71,6 +72,11 @@ def format_json(findings: Sequence[Finding], notes: Sequence[Note] = (), *, file
 
 
 def _uri(path: str) -> str:
+    """Relative to the working directory (the checkout in CI), as code scanning expects."""
+    if os.path.isabs(path):
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
     return quote(path.replace("\\", "/").removeprefix("./"), safe="/")
 
 
