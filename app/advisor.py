@@ -16,6 +16,7 @@ import yaml
 from app.answer import Answer, Citation, SeedClaim, Turn
 from app.compose import compose_abstention, compose_card_answer, compose_review, label
 from app.language import detect, prose
+from app.language import preload as preload_languages
 from app.retrieval import CardHit, Retriever
 from ingest.cards import Card, CorpusLayout, load_card
 from ingest.config import Settings, offline_defaults
@@ -28,6 +29,8 @@ MAX_QUERY_CHARS = 2_000  # what retrieval sees of the prose
 # Fallback when a backend does not carry its own calibrated threshold (`abstain_below`): the best
 # chunk's cosine similarity below which a question is treated as outside the knowledge base.
 ABSTAIN_BELOW = 0.80
+# Abstain when an out-of-scope anchor (corpus/scope/) beats the best card by this much.
+SCOPE_MARGIN = 0.0
 FOLLOW_UP_WORDS = 8
 _FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.S)
 
@@ -76,13 +79,19 @@ class Advisor:
     def abstain_below(self) -> float:
         return getattr(self.embeddings, "abstain_below", ABSTAIN_BELOW)
 
+    def relevant(self, result) -> bool:
+        """In scope when the best card is similar enough AND no out-of-scope area is clearly closer."""
+        if not result.cards:
+            return False
+        top = result.cards[0].dense
+        return top >= self.abstain_below and result.scope - top < SCOPE_MARGIN
+
     def warm(self) -> None:
         """Load everything a first question needs (web and Slack call this at start-up)."""
-        from app.language import _detector
-
         self.retriever.lexical  # noqa: B018 - builds the BM25 index
         self.embeddings.embed_query("warm-up")
-        _detector(True)
+        preload_languages()
+        detect("warm up")
 
     def card(self, topic: str, lang: str) -> Card | None:
         key = (topic, lang)
@@ -134,11 +143,12 @@ class Advisor:
         if prev_user and len(prose(text).split()) <= FOLLOW_UP_WORDS:
             # A short follow-up ("and on TPU?") only makes sense with the previous question.
             query = f"{prev_user.content[:MAX_QUERY_CHARS]}\n{query}"
-        hits, seed_hits = self.retriever.search(query, lang, k=5, mode=mode)
+        result = self.retriever.search(query, lang, k=5, mode=mode)
+        hits, seed_hits = result.cards, result.seeds
         t2 = time.perf_counter()
 
         finding_topics = list(dict.fromkeys(f["topic"] for f in findings if f.get("topic")))
-        relevant = bool(hits) and hits[0].dense >= self.abstain_below
+        relevant = self.relevant(result)
         if not relevant and not finding_topics:
             closest = [(h.card, self._title(h.card, lang), self.card_url(h.card, self._pick_lang(h.card, lang)[0]))
                        for h in hits[:3]]

@@ -190,12 +190,15 @@ def corpus_check(path):
 @main.command("eval")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--baselines/--no-baselines", default=True, help="Also run the lexical-only and English MiniLM baselines.")
+@click.option("--set", "which", type=click.Choice(["main", "heldout"]), default="main", show_default=True,
+              help="main: the labelled set the settings were tuned on; heldout: an independent set, never tuned on.")
 @friendly
-def eval_(as_json, baselines):
+def eval_(as_json, baselines, which):
     """Retrieval quality on the labelled question set: recall@1/3, MRR, language, abstention."""
-    from evaluators.retrieval.run import format_report, run_eval
+    from evaluators.retrieval.run import SETS, format_report, load_questions, run_eval
 
-    report = run_eval(Settings(), baselines=baselines)
+    report = run_eval(Settings(), baselines=baselines, questions=load_questions(SETS[which]))
+    report["set"] = which
     click.echo(json.dumps(report, ensure_ascii=False, indent=2) if as_json else format_report(report))
 
 

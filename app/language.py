@@ -19,8 +19,21 @@ _CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 _IDENT = re.compile(r"\S*[_.()\[\]=/\\<>{}]\S*|\b[A-Z0-9_]{2,}\b|\b\d+[%\w]*")
 
 
+_preloaded = None
+
+
+def preload() -> None:
+    """Load every n-gram model now (long-running servers: the first user should not wait)."""
+    global _preloaded
+    if _preloaded is None:
+        from lingua import IsoCode639_1, LanguageDetectorBuilder
+
+        codes = [getattr(IsoCode639_1, c.upper()) for c in LANGS]
+        _preloaded = LanguageDetectorBuilder.from_iso_codes_639_1(*codes).with_preloaded_language_models().build()
+
+
 @lru_cache(maxsize=2)
-def _detector(full: bool):
+def _lazy_detector(full: bool):
     """`full=False`: trigram models only (0.2 s to load, reliable on sentences); `full=True`: all
     n-gram models (about 3 s to load on 2 cores, needed for a few words). Built on first need."""
     from lingua import IsoCode639_1, LanguageDetectorBuilder
@@ -30,6 +43,10 @@ def _detector(full: bool):
     if not full:
         builder = builder.with_low_accuracy_mode()
     return builder.build()
+
+
+def _detector(full: bool):
+    return _preloaded if full and _preloaded is not None else _lazy_detector(full)
 
 
 def prose(text: str) -> str:

@@ -219,6 +219,29 @@ def check_corpus(root: Path) -> list[CorpusError]:
 
     problems.extend(check_snippets(root / "snippets", layout))
     problems.extend(check_seeds(root / "seeds", layout))
+    problems.extend(check_scope(root / "scope" / "out_of_scope.yaml", layout))
+    return problems
+
+
+def check_scope(path: Path, layout: CorpusLayout) -> list[CorpusError]:
+    """Out-of-scope anchors (optional): an id and a description in every card language."""
+    if not path.exists():
+        return []
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except yaml.YAMLError as exc:
+        return [CorpusError(path, "yaml", str(exc).splitlines()[0])]
+    problems, seen = [], set()
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not e.get("id"):
+            problems.append(CorpusError(path, f"[{i}].id", "every entry needs an id"))
+            continue
+        if e["id"] in seen or e["id"] in layout.topics:
+            problems.append(CorpusError(path, f"[{i}].id", f"duplicate or topic id {e['id']!r}"))
+        seen.add(e["id"])
+        missing = [l for l in layout.languages if not str((e.get("text") or {}).get(l, "")).strip()]
+        if missing:
+            problems.append(CorpusError(path, f"[{i}].text", f"missing languages: {', '.join(missing)}"))
     return problems
 
 

@@ -70,3 +70,12 @@ def seed_documents(seed_id: str, lang: str, text: str, audit: list[dict], source
             },
         ))
     return docs
+
+
+def scope_documents(entries: list[dict], source: str) -> list[Document]:
+    """Out-of-scope anchors: descriptions of areas the advisor does not cover, one per language.
+    A question closer to one of these than to any card is declined rather than answered."""
+    return [Document(page_content=text.strip(),
+                     metadata={"card": f"scope:{e['id']}", "lang": lang, "kind": "scope", "section": "scope",
+                               "title": e["id"], "source": source})
+            for e in entries for lang, text in (e.get("text") or {}).items()]

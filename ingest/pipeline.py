@@ -16,7 +16,7 @@ import yaml
 from langchain_core.documents import Document
 
 from ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
-from ingest.chunk import card_documents, seed_documents
+from ingest.chunk import card_documents, scope_documents, seed_documents
 from ingest.config import Settings
 from ingest.embed import Progress, make_embeddings
 from ingest.errors import BackendMismatch, IndexMissing, JaxmemError
@@ -44,6 +44,10 @@ def corpus_documents(root: Path) -> list[Document]:
         sid = seed_id(seed)
         docs.extend(seed_documents(sid, langs.get(sid, "en"), seed.read_text(encoding="utf-8"),
                                    audit, source=str(seed.relative_to(root))))
+    scope = root / "scope" / "out_of_scope.yaml"
+    if scope.exists():
+        docs.extend(scope_documents(yaml.safe_load(scope.read_text(encoding="utf-8")) or [],
+                                    source=str(scope.relative_to(root))))
     return docs
 
 

@@ -17,6 +17,8 @@ import yaml
 from ingest.config import Settings
 
 QUESTIONS = Path(__file__).with_name("questions.yaml")
+HELDOUT = Path(__file__).with_name("heldout.yaml")  # written independently; never used for tuning
+SETS = {"main": QUESTIONS, "heldout": HELDOUT}
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict]:
@@ -80,15 +82,17 @@ def run_advisor(advisor, questions, mode=None) -> list[dict]:
             ranked = [c.card for c in ans.citations] if not ans.abstained else ans.closest
             # rank over the full retrieval list, not only the (up to 3) cited cards
             lang = ans.language
-            hits, _ = advisor.retriever.search(item["q"], lang, k=10)
+            hits = advisor.retriever.search(item["q"], lang, k=10).cards
             rows.append({**item, "ranked": [h.card for h in hits], "abstained": ans.abstained,
                          "answer_language": ans.answer_language, "card_langs": card_langs,
                          "detected": lang, "top_dense": hits[0].dense if hits else 0.0, "cited": ranked})
         else:
             lang, _ = detect(item["q"])
-            hits, _ = advisor.retriever.search(item["q"], lang, k=10, mode=mode)
+            result = advisor.retriever.search(item["q"], lang, k=10, mode=mode)
+            hits = result.cards
             rows.append({**item, "ranked": [h.card for h in hits], "card_langs": card_langs,
-                         "abstained": not hits or hits[0].dense < advisor.abstain_below, "answer_language": None,
+                         "abstained": not advisor.relevant(result) if mode != "lexical" else False,
+                         "answer_language": None,
                          "top_dense": hits[0].dense if hits else 0.0})
     return rows
 
