@@ -29,14 +29,12 @@ MAX_QUERY_CHARS = 2_000  # what retrieval sees of the prose
 # Fallback when a backend does not carry its own calibrated threshold (`abstain_below`): the best
 # chunk's cosine similarity below which a question is treated as outside the knowledge base.
 ABSTAIN_BELOW = 0.80
-# Abstain when an out-of-scope anchor (corpus/scope/) beats the best card by this much.
-SCOPE_MARGIN = 0.0
+# Abstain when an out-of-scope anchor (corpus/scope/) comes within this margin of the best card
+# (negative: the anchor may even be slightly below). Tuned on the main eval set only: off-topic
+# recall 0.93 with 3.4% of on-topic questions declined; the held-out set gave 0.93 / 3.3%.
+SCOPE_MARGIN = -0.02
 FOLLOW_UP_WORDS = 8
-_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.S)
-
-
-def code_blocks(text: str) -> list[str]:
-    return [b for b in _FENCE.findall(text) if b.strip()]
+_FENCE = re.compile(r"```.*?```", re.S)
 
 
 class Advisor:
@@ -133,12 +131,14 @@ class Advisor:
         prev_user = next((t for t in reversed(history) if t.role == "user"), None)
         prev_lang = next((t.language for t in reversed(history) if t.language), None)
 
-        blocks = code_blocks(question)
+        blocks = self._code_blocks(question)
         text = _FENCE.sub(" ", question).strip()
+        if blocks and not text:
+            text = ""  # pure code: retrieval then follows the review's topics
         lang, _conf = detect(text or question, previous=prev_lang)
         t1 = time.perf_counter()
 
-        findings = self._review(blocks) if blocks else []
+        findings = self._review(blocks, notes) if blocks else []
         query = text[:MAX_QUERY_CHARS] or question[:MAX_QUERY_CHARS]
         if prev_user and len(prose(text).split()) <= FOLLOW_UP_WORDS:
             # A short follow-up ("and on TPU?") only makes sense with the previous question.
@@ -208,16 +208,24 @@ class Advisor:
                                     explanation=expl.get(lang) or expl.get("en", "")))
         return claims[:2]
 
-    def _review(self, blocks: list[str]) -> list[dict]:
+    @staticmethod
+    def _code_blocks(question: str) -> list[str]:
         try:
-            from evaluators.review.api import review_source
+            from evaluators.review.api import extract_code_blocks
         except ImportError:
             return []
+        return extract_code_blocks(question)
+
+    def _review(self, blocks: list[str], notes: list[str]) -> list[dict]:
+        from evaluators.review.api import ReviewError, review_source
+
         findings = []
         for i, block in enumerate(blocks, 1):
             name = "<pasted>" if len(blocks) == 1 else f"<pasted block {i}>"
-            for f in review_source(block, filename=name):
-                findings.append(f.to_dict() if hasattr(f, "to_dict") else dict(f))
+            try:
+                findings.extend(f.to_dict() for f in review_source(block, name))
+            except ReviewError as exc:  # a reviewer bug must not cost the user the answer
+                notes.append(f"code review failed for {name}: {exc}")
         return findings
 
     def _maybe_llm(self, ans: Answer, cards) -> Answer:
