@@ -46,6 +46,14 @@ def command(port: int) -> None:
     """
     if not port_free(port):
         raise UsageError(f"port {port} on {HOST} is already in use.", "Stop what uses it, or pick another: jaxmem web --port 8502")
+    from ingest.config import Settings
+    from ingest.pipeline import ensure_index
+
+    # Build the index here, with a progress bar in the terminal, rather than behind a spinner in
+    # the browser: the first start embeds the whole corpus (minutes on 2 cores).
+    built = ensure_index(Settings())
+    if built:
+        click.echo(f"built the index: {built['chunks']} chunks from {built['cards']} cards in {built['seconds']} s", err=True)
     click.echo(f"jaxmem web: http://{HOST}:{port}  (Ctrl-C stops it)", err=True)
     try:
         code = subprocess.call(streamlit_argv(port))
