@@ -11,7 +11,7 @@ from evaluators.verify.metrics import BACKENDS, EXPECTATIONS, METRICS
 from evaluators.verify.sandbox import is_denied
 
 # Part of every snippet hash: bump it when a change in measurement makes old results stale.
-PROBE_VERSION = "1"
+PROBE_VERSION = "2"  # 2: peak RSS from the child's VmHWM, not wait4
 
 
 class ManifestError(ValueError):

@@ -243,9 +243,23 @@ def _user_traceback(exc: BaseException, snippet: str) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
 
 
+def _vm_hwm() -> int | None:
+    """This process's own peak RSS. `wait4` in the parent is not enough: Linux carries the
+    parent's RSS into the child's ru_maxrss at exec, so a child of a big process (a test session,
+    the web server) reports at least its parent's size and before/after look the same."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
 def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[1]).read_text())
     result = run(config)
+    result["vm_hwm_bytes"] = _vm_hwm()
     out = Path(config["result"])
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, default=str))

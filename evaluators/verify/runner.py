@@ -131,7 +131,8 @@ def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None) -
         "compile_count": max(0, result.get("compile_count", 0) - (base_compiles or 0)),
         "live_bytes": result.get("live_bytes"),
         "per_device_bytes": result.get("per_device_bytes"),
-        "peak_rss": child.max_rss_bytes,
+        # the child's own high-water mark when it could report it (see probe._vm_hwm)
+        "peak_rss": result.get("vm_hwm_bytes") or child.max_rss_bytes,
         "wall_time": result.get("wall_s"),
         "device_peak_bytes": stats.get("peak_bytes_in_use"),
         "device_reserved_bytes": stats.get("reserved_bytes"),
