@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# The session fixture embeds the whole corpus (about 9 minutes on 2 cores) inside the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 QUESTIONS = {
     "en": ("Why does my process show 75% of the GPU used right after importing jax?", "gpu-preallocation"),
