@@ -16,8 +16,6 @@ from ingest.errors import JaxmemError, UsageError
 
 log = logging.getLogger("jaxmem.web")
 
-VERIFY_TIMEOUT_ENV = "JAXMEM_VERIFY_TIMEOUT"  # seconds per child run (default 60)
-VERIFY_REPEATS_ENV = "JAXMEM_VERIFY_REPEATS"  # before/after repeats per card (default 3)
 
 
 @st.cache_resource(show_spinner="Loading the knowledge base (first start only)...")
@@ -75,22 +73,10 @@ def index_status() -> dict | None:
 
 
 def verify_options() -> dict:
-    """Limits for verifier runs from the environment, read at call time (tests shorten them)."""
-    from evaluators.verify.sandbox import Limits
+    """Verifier limits from the environment (one definition, in the verifier's API)."""
+    from evaluators.verify.api import options_from_env
 
-    out = {}
-    for name, key, default, cast in ((VERIFY_TIMEOUT_ENV, "timeout", 60.0, float),
-                                     (VERIFY_REPEATS_ENV, "repeats", 3, int)):
-        raw = os.environ.get(name)
-        try:
-            value = cast(raw) if raw else default
-            if value <= 0:
-                raise ValueError
-        except ValueError:
-            raise UsageError(f"{name}={raw!r} is not valid.", f"Set it to a positive {cast.__name__}, "
-                             f"or unset it for the default {default}.") from None
-        out[key] = value
-    return {"limits": Limits(timeout_s=out["timeout"]), "repeats": out["repeats"]}
+    return options_from_env()
 
 
 def review_api():

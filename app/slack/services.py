@@ -8,7 +8,6 @@ or two snippet runs only make both slower, and the embedder is not documented as
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from functools import cached_property
 
@@ -18,8 +17,6 @@ from ingest.errors import UsageError
 
 log = logging.getLogger("jaxmem.slack")
 
-VERIFY_TIMEOUT_ENV = "JAXMEM_VERIFY_TIMEOUT"  # seconds per child run (default 60), as in the web app
-VERIFY_REPEATS_ENV = "JAXMEM_VERIFY_REPEATS"  # before/after repeats per card (default 3)
 
 
 class Services:
@@ -89,19 +86,7 @@ class Services:
 
 
 def verify_options() -> dict:
-    """Limits for verifier runs from the environment, read at call time (tests shorten them)."""
-    from evaluators.verify.sandbox import Limits
+    """Verifier limits from the environment (one definition, in the verifier's API)."""
+    from evaluators.verify.api import options_from_env
 
-    out = {}
-    for name, key, default, cast in ((VERIFY_TIMEOUT_ENV, "timeout", 60.0, float),
-                                     (VERIFY_REPEATS_ENV, "repeats", 3, int)):
-        raw = os.environ.get(name)
-        try:
-            value = cast(raw) if raw else default
-            if value <= 0:
-                raise ValueError
-        except ValueError:
-            raise UsageError(f"{name}={raw!r} is not valid.", f"Set it to a positive {cast.__name__}, "
-                             f"or unset it for the default {default}.") from None
-        out[key] = value
-    return {"limits": Limits(timeout_s=out["timeout"]), "repeats": out["repeats"]}
+    return options_from_env()

@@ -127,3 +127,29 @@ def evidence_summaries(topic: str, settings: Settings | None = None) -> list[str
     for r in sorted(records_for(topic, settings), key=lambda r: r["origin"] != "local run"):
         best.setdefault((r.get("backend"), r.get("device_kind")), r)
     return [f"{summary(r)} [{r['origin']}, {str(r.get('date', ''))[:10]}]" for r in best.values()]
+
+
+VERIFY_TIMEOUT_ENV = "JAXMEM_VERIFY_TIMEOUT"  # seconds per child run (default 60)
+VERIFY_REPEATS_ENV = "JAXMEM_VERIFY_REPEATS"  # before/after repeats per card (default 3)
+
+
+def options_from_env() -> dict:
+    """Limits for verifier runs started by the web app and the Slack bot, read at call time
+    (tests shorten them): {"limits": Limits, "repeats": int}. A bad value is a UsageError."""
+    import os
+
+    from ingest.errors import UsageError
+
+    out = {}
+    for name, key, default, cast in ((VERIFY_TIMEOUT_ENV, "timeout", 60.0, float),
+                                     (VERIFY_REPEATS_ENV, "repeats", 3, int)):
+        raw = os.environ.get(name)
+        try:
+            value = cast(raw) if raw else default
+            if value <= 0:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"{name}={raw!r} is not valid.", f"Set it to a positive {cast.__name__}, "
+                             f"or unset it for the default {default}.") from None
+        out[key] = value
+    return {"limits": Limits(timeout_s=out["timeout"]), "repeats": out["repeats"]}
