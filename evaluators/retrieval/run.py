@@ -7,7 +7,6 @@ precision/recall. Baselines: lexical only (BM25), and dense retrieval with the E
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -79,13 +78,12 @@ def run_advisor(advisor, questions, mode=None) -> list[dict]:
     for item in questions:
         if mode is None:
             ans = advisor.ask(item["q"])
-            ranked = [c.card for c in ans.citations] if not ans.abstained else ans.closest
             # rank over the full retrieval list, not only the (up to 3) cited cards
             lang = ans.language
             hits = advisor.retriever.search(item["q"], lang, k=10).cards
             rows.append({**item, "ranked": [h.card for h in hits], "abstained": ans.abstained,
                          "answer_language": ans.answer_language, "card_langs": card_langs,
-                         "detected": lang, "top_dense": hits[0].dense if hits else 0.0, "cited": ranked})
+                         "detected": lang, "top_dense": hits[0].dense if hits else 0.0})
         else:
             lang, _ = detect(item["q"])
             result = advisor.retriever.search(item["q"], lang, k=10, mode=mode)
@@ -163,4 +161,4 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["run_eval", "format_report", "score_runs", "load_questions", "statistics"]
+__all__ = ["run_eval", "format_report", "score_runs", "load_questions"]

@@ -160,3 +160,12 @@ def const_str(node: ast.AST | None) -> str | None:
 
 def in_module_code(ctx: Ctx) -> bool:
     return ctx.scope is ctx.analysis.module_scope
+
+
+def jitted_call_args_in_host_loop(node: ast.Call, ctx: Ctx) -> list[ast.AST]:
+    """Arguments of a call to a jitted function made from a host loop (each call transfers its
+    host arguments again); empty when the call is not one."""
+    if not ctx.host_loop or ctx.analysis.jit_info(node.func) is None:
+        return []
+    return [*node.args, *(kw.value for kw in node.keywords)]
+

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import describe, enclosing_loop_of
+from evaluators.review.rules._util import describe, enclosing_loop_of, jitted_call_args_in_host_loop
 
 
 class HostArrayToJitInLoop(Rule):
@@ -39,9 +39,7 @@ class HostArrayToJitInLoop(Rule):
     only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
-        if not ctx.host_loop or ctx.analysis.jit_info(node.func) is None:
-            return
-        for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+        for arg in jitted_call_args_in_host_loop(node, ctx):
             if self._host_per_iteration(arg, ctx):
                 ctx.report(self, arg, arg=describe(arg), func=describe(node.func))
                 return
