@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 BACKENDS = ("cpu", "gpu", "tpu")
+MIN_QUESTIONS = 5  # per card: fewer leaves a language version hard to find from a user's wording
+QUESTION_CHARS = (10, 240)
 FENCE_RE = re.compile(r"^```[^\n]*\n.*?^```", re.M | re.S)
 LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 H2_RE = re.compile(r"^## +(.+?)[ \t]*$", re.M)
@@ -41,11 +43,24 @@ class FrontMatter(BaseModel):
     lang: str
     title: str = Field(min_length=3, max_length=160)
     summary: str = Field(min_length=10, max_length=600)
+    # How users ask for this card: symptoms, goals, pasted error text. Indexed one per chunk, because
+    # a question is closer to another question than to the card's prose (see retrieval eval).
+    questions: list[str] = Field(default_factory=list)
     applies_to: list[Literal["cpu", "gpu", "tpu"]] = Field(min_length=1)
     jax_versions: list[VersionNote] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
     related: list[str] = Field(default_factory=list)
     snippets: list[str] = Field(default_factory=list)
+
+    @field_validator("questions")
+    @classmethod
+    def _questions(cls, v: list[str]) -> list[str]:
+        for q in v:
+            if not isinstance(q, str) or not QUESTION_CHARS[0] <= len(q.strip()) <= QUESTION_CHARS[1] or "\n" in q.strip():
+                raise ValueError(f"each question is one line of {QUESTION_CHARS[0]}-{QUESTION_CHARS[1]} characters: {q!r}")
+        if len({q.strip().casefold() for q in v}) != len(v):
+            raise ValueError("questions repeat")
+        return [q.strip() for q in v]
 
     @field_validator("sources")
     @classmethod
@@ -194,6 +209,9 @@ def check_corpus(root: Path) -> list[CorpusError]:
             problems.append(CorpusError(folder, "id", f"unknown topic folder {folder.name!r}; see corpus/topics.yaml"))
 
     for (topic, lang), card in cards.items():
+        if len(card.meta.questions) < MIN_QUESTIONS:
+            problems.append(CorpusError(card.path, "questions",
+                                        f"{len(card.meta.questions)} question(s); at least {MIN_QUESTIONS} needed"))
         for rel in card.meta.related:
             if rel not in layout.topics:
                 problems.append(CorpusError(card.path, "related", f"unknown topic id {rel!r}"))

@@ -36,6 +36,10 @@ def card_documents(card: Card, layout: CorpusLayout, source: str) -> list[Docume
     keys = dict(zip(layout.headings(card.lang), layout.section_keys))
     base = {"card": card.id, "lang": card.lang, "title": card.meta.title, "kind": "card", "source": source}
     docs = [Document(page_content=f"{card.meta.title}\n\n{card.meta.summary}", metadata={**base, "section": "summary"})]
+    # Each user-style question alone, embedded the way a user's question is (`embed: query`):
+    # question-to-question similarity finds the symptoms that the card's prose does not name.
+    docs += [Document(page_content=q, metadata={**base, "section": "question", "part": i, "embed": "query"})
+             for i, q in enumerate(card.meta.questions)]
     body = FENCE_RE.sub(lambda m: code_keywords(m.group(0)), card.body)
     for part in _header_splitter.split_text(body):
         heading = part.metadata.get("heading")

@@ -7,6 +7,7 @@ dies half-way leaves an index that still answers; the next run finishes the sync
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from langchain_core.documents import Document
 from ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
 from ingest.chunk import card_documents, scope_documents, seed_documents
 from ingest.config import Settings
-from ingest.embed import Progress, make_embeddings
+from ingest.embed import Progress, QuestionsAsQueries, make_embeddings
 from ingest.errors import BackendMismatch, IndexMissing, JaxmemError
 from ingest.store import Store
 
@@ -51,15 +52,24 @@ def corpus_documents(root: Path) -> list[Document]:
     return docs
 
 
-def cached_embeddings(inner, settings: Settings, on_texts: Callable[[int], None]):
-    """Embeddings cached by text hash on disk: a rebuild or a second store re-embeds nothing."""
+def cached_embeddings(inner, settings: Settings, on_texts: Callable[[int], None], questions: set[str] = frozenset()):
+    """Embeddings cached by text hash on disk: a rebuild or a second store re-embeds nothing.
+
+    Question chunks get their own key prefix: the same text embedded as a query has
+    another vector than as a passage."""
     from langchain_classic.embeddings import CacheBackedEmbeddings
     from langchain_classic.storage import LocalFileStore
 
     counting = Progress(inner, on_texts)
     cache_dir = Path(os.environ.get("JAXMEM_EMBED_CACHE") or settings.data_dir / "embed-cache")
     store = LocalFileStore(str(cache_dir))
-    return counting, CacheBackedEmbeddings.from_bytes_store(counting, store, namespace=inner.name.replace("/", "_"), key_encoder="sha256")
+    namespace, questions = inner.name.replace("/", "_"), set(questions)
+
+    def key(text: str) -> str:  # LangChain's sha256 key for passages, so older caches stay valid
+        side = "query_" if text in questions else ""
+        return f"{namespace}{side}{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
+
+    return counting, CacheBackedEmbeddings.from_bytes_store(QuestionsAsQueries(counting, questions), store, key_encoder=key)
 
 
 def ingest(settings: Settings | None = None, *, rebuild: bool = False, show_progress: bool | None = None,
@@ -84,7 +94,8 @@ def ingest(settings: Settings | None = None, *, rebuild: bool = False, show_prog
     store.collection(create=True, backend=inner.name, dim=inner.dim)
 
     bar = tqdm(total=len(docs), unit="chunk", desc="embedding", disable=None if show_progress is None else not show_progress)
-    counting, cached = cached_embeddings(inner, settings, bar.update)
+    questions = {d.page_content for d in docs if d.metadata.get("embed") == "query"}
+    counting, cached = cached_embeddings(inner, settings, bar.update, questions)
     try:
         result = index(docs, store.record_manager(), store.vector_store(cached), cleanup="full",
                        source_id_key="source", batch_size=64, key_encoder="sha256")

@@ -62,6 +62,10 @@ CASES = [
     ("cards/buffer-donation/en.md", "## Why it works", "## Why this works", "en.md: body: sections must be"),
     ("cards/buffer-donation/en.md", "snippets: []", "snippets: [buffer-donation]", "en.md: snippets: no snippet pair corpus/snippets/buffer-donation/"),
     ("cards/buffer-donation/en.md", "lang: en", "lang: xx", "en.md: lang: unknown language 'xx'"),
+    ("cards/buffer-donation/en.md", '  - "What does donate_argnums actually do?"\n', "", "en.md: questions: 4 question(s); at least 5 needed"),
+    ("cards/buffer-donation/sv.md", '"Vad gör donate_argnums egentligen?"', '"Vad gör donate_argnums egentligen?"\n  - "vad gör donate_argnums egentligen?"',
+     "sv.md: questions: Value error, questions repeat"),
+    ("cards/gpu-preallocation/en.md", '"What does XLA_PYTHON_CLIENT_PREALLOCATE=false change?"', '"Why?"', "en.md: questions: Value error, each question is one line"),
     ("seeds/audit.yaml", "verdict: inaccurate", "verdict: wrong", "audit.yaml: claims[0].verdict: must be one of"),
 ]
 

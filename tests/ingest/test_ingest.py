@@ -21,7 +21,10 @@ def test_first_ingest_adds_every_chunk_with_card_metadata(mini_settings, nano):
     chunks = Store(mini_settings).all_chunks()
     assert len(chunks) == stats["chunks"]
     sections = {h.metadata["section"] for h in chunks if h.metadata["kind"] == "card"}
-    assert sections == {"summary", "what", "why", "how", "caveats", "check"}
+    assert sections == {"summary", "question", "what", "why", "how", "caveats", "check"}
+    # every user-style question of a card is its own chunk, text unchanged
+    questions = sorted(h.text for h in card_chunks(mini_settings, "buffer-donation", "sv") if h.metadata["section"] == "question")
+    assert len(questions) == 5 and "Vad gör donate_argnums egentligen?" in questions
     assert {h.metadata["lang"] for h in chunks} == {"en", "sv"}
     seed = [h for h in chunks if h.metadata["kind"] == "seed"]
     assert len(seed) == 1 and seed[0].metadata["verdict"] == "inaccurate"
