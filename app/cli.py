@@ -190,8 +190,8 @@ def corpus_check(path):
 @main.command("eval")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--baselines/--no-baselines", default=True, help="Also run the lexical-only and English MiniLM baselines.")
-@click.option("--set", "which", type=click.Choice(["main", "heldout"]), default="main", show_default=True,
-              help="main: the labelled set the settings were tuned on; heldout: an independent set, never tuned on.")
+@click.option("--set", "which", type=click.Choice(["main", "heldout", "fresh"]), default="main", show_default=True,
+              help="main: the labelled set the settings were tuned on; heldout and fresh: independent sets, never tuned on.")
 @friendly
 def eval_(as_json, baselines, which):
     """Retrieval quality on the labelled question set: recall@1/3, MRR, language, abstention."""

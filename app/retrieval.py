@@ -16,6 +16,9 @@ from ingest.store import Hit, Store
 Mode = Literal["dense", "lexical", "hybrid"]
 RRF_K = 60
 LEXICAL_WEIGHT = 0.5  # dense is the stronger signal (eval: `jaxmem eval` compares the modes)
+QUESTION_WEIGHT = 1.0  # the card's stored user questions, a ranking of their own
+PROSE = {"$and": [{"kind": "card"}, {"section": {"$ne": "question"}}]}
+QUESTIONS = {"$and": [{"kind": "card"}, {"section": "question"}]}
 CHUNKS_PER_CARD = 3  # a card's score sums its best chunks: agreement between sections (and
 # language versions) is evidence; measured on the eval set: best-3 0.945 R@3 vs best-1 0.883
 _TOKEN = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+|[A-Za-z_][A-Za-z0-9_]*", re.U)
@@ -33,7 +36,7 @@ def tokenize(text: str) -> list[str]:
 class CardHit:
     card: str
     score: float  # fused score used for ranking
-    dense: float  # best cosine similarity of any of its chunks (used for abstention)
+    dense: float  # best cosine similarity of any of its text chunks (questions excluded)
     chunks: list[Hit] = field(default_factory=list)
     langs: set[str] = field(default_factory=set)
 
@@ -44,6 +47,7 @@ class SearchResult:
     seeds: list[Hit]  # community seed claims that matched
     scope: float  # best similarity to an out-of-scope anchor (0 when the index has none)
     scope_id: str = ""
+    similarity: float = 0.0  # best similarity of the question to any card's text (for abstention)
 
 
 class Lexical:
@@ -107,10 +111,12 @@ class Retriever:
         if mode is None:
             mode = "hybrid" if lang in self.card_languages else "dense"
         seeds, scope, scope_id = [], 0.0, ""
-        dense: list[Hit] = []
+        prose: list[Hit] = []
+        asked: list[Hit] = []
         if mode != "lexical":
             vector = self.embeddings.embed_query(query)
-            dense = self.store.query(vector, k=depth, where={"kind": "card"})
+            prose = self.store.query(vector, k=depth, where=PROSE)
+            asked = self.store.query(vector, k=depth, where=QUESTIONS)
             seeds = self.store.query(vector, k=5, where={"kind": "seed"})
             anchors = self.store.query(vector, k=1, where={"kind": "scope"})
             if anchors:
@@ -119,12 +125,14 @@ class Retriever:
 
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
-        for ranked, weight in ((dense, 1.0), (lexical, LEXICAL_WEIGHT)):
+        for ranked, weight in ((prose, 1.0), (asked, QUESTION_WEIGHT), (lexical, LEXICAL_WEIGHT)):
             for rank, hit in enumerate(ranked):
                 fused[hit.id] = fused.get(hit.id, 0.0) + weight / (RRF_K + rank)
                 by_id.setdefault(hit.id, hit)
+        # Similarity for abstention comes from the card text only: stored questions are embedded as
+        # queries, and any two questions look alike to E5, off-topic ones included.
         best_dense: dict[str, float] = {}
-        for h in dense:
+        for h in prose:
             best_dense[h.metadata["card"]] = max(best_dense.get(h.metadata["card"], -1.0), h.score)
 
         cards: dict[str, CardHit] = {}
@@ -137,4 +145,4 @@ class Retriever:
             ch.chunks.append(hit)
             ch.langs.add(hit.metadata["lang"])
         ranked = sorted(cards.values(), key=lambda c: -c.score)
-        return SearchResult(ranked[:k], seeds, scope, scope_id)
+        return SearchResult(ranked[:k], seeds, scope, scope_id, similarity=prose[0].score if prose else 0.0)

@@ -17,7 +17,9 @@ from ingest.config import Settings
 
 QUESTIONS = Path(__file__).with_name("questions.yaml")
 HELDOUT = Path(__file__).with_name("heldout.yaml")  # written independently; never used for tuning
-SETS = {"main": QUESTIONS, "heldout": HELDOUT}
+# written after the cards gained user-style questions, by a writer who saw neither them nor the sets
+FRESH = Path(__file__).with_name("fresh.yaml")
+SETS = {"main": QUESTIONS, "heldout": HELDOUT, "fresh": FRESH}
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict]:
@@ -80,18 +82,17 @@ def run_advisor(advisor, questions, mode=None) -> list[dict]:
             ans = advisor.ask(item["q"])
             # rank over the full retrieval list, not only the (up to 3) cited cards
             lang = ans.language
-            hits = advisor.retriever.search(item["q"], lang, k=10).cards
-            rows.append({**item, "ranked": [h.card for h in hits], "abstained": ans.abstained,
+            result = advisor.retriever.search(item["q"], lang, k=10)
+            rows.append({**item, "ranked": [h.card for h in result.cards], "abstained": ans.abstained,
                          "answer_language": ans.answer_language, "card_langs": card_langs,
-                         "detected": lang, "top_dense": hits[0].dense if hits else 0.0})
+                         "detected": lang, "top_dense": result.similarity})
         else:
             lang, _ = detect(item["q"])
             result = advisor.retriever.search(item["q"], lang, k=10, mode=mode)
             hits = result.cards
             rows.append({**item, "ranked": [h.card for h in hits], "card_langs": card_langs,
                          "abstained": not advisor.relevant(result) if mode != "lexical" else False,
-                         "answer_language": None,
-                         "top_dense": hits[0].dense if hits else 0.0})
+                         "answer_language": None, "top_dense": result.similarity})
     return rows
 
 
