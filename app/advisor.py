@@ -151,8 +151,8 @@ class Advisor:
         finding_topics = list(dict.fromkeys(f["topic"] for f in findings if f.get("topic")))
         relevant = self.relevant(result)
         if not relevant and not finding_topics:
-            closest = [(h.card, self._title(h.card, lang), self.card_url(h.card, self._pick_lang(h.card, lang)[0]))
-                       for h in hits[:3]]
+            closest = [(h.card, self._title(h.card, lang), self.card_url(h.card, self._pick_lang(h.card, lang)[0]),
+                        self._example_question(h, lang)) for h in hits[:3]]
             ans = Answer(question=question, language=lang, answer=compose_abstention(self._ui_lang(lang), closest),
                          citations=[], abstained=True, answer_language=self._ui_lang(lang), closest=[c[0] for c in closest],
                          notes=notes)
@@ -195,6 +195,17 @@ class Advisor:
     def _title(self, topic: str, lang: str) -> str:
         card = self.card(topic, self._pick_lang(topic, lang)[0])
         return card.meta.title if card else topic
+
+    def _example_question(self, hit, lang: str) -> str:
+        """What a closest topic answers, as a user would ask it: the card's stored question nearest
+        to this one, in the language of the card version offered; so a declined user sees whether
+        the topic is what they meant and how to ask."""
+        card_lang = self._pick_lang(hit.card, lang)[0]
+        for chunk in hit.chunks:
+            if chunk.metadata.get("section") == "question" and chunk.metadata.get("lang") == card_lang:
+                return chunk.text
+        card = self.card(hit.card, card_lang)
+        return card.meta.questions[0] if card and card.meta.questions else ""
 
     def _seed_claims(self, seed_hits, topic: str, lang: str) -> list[SeedClaim]:
         claims = []

