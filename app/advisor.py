@@ -64,7 +64,7 @@ class Advisor:
 
     @cached_property
     def retriever(self) -> Retriever:
-        return Retriever(self.store, self.embeddings, set(self.layout.languages))
+        return Retriever(self.store, self.embeddings, set(self.layout.languages), self.layout.section_keys)
 
     @cached_property
     def audit(self) -> dict[tuple[str, str], dict]:
