@@ -133,15 +133,6 @@ class QuestionsAsQueries(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
 
-    def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        out = []
-        for i in range(0, len(texts), BATCH):
-            batch = texts[i : i + BATCH]
-            out.extend(embed_queries(self.inner, batch))
-            self.embedded += len(batch)
-            self.on_texts(len(batch))
-        return out
-
 
 class Progress(Embeddings):
     """Wraps a backend to report how many texts were really embedded (cache misses only)."""
@@ -150,23 +141,20 @@ class Progress(Embeddings):
         self.inner, self.on_texts = inner, on_texts
         self.embedded = 0
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+    def _counted(self, embed: Callable[[list[str]], list[list[float]]], texts: list[str]) -> list[list[float]]:
         out = []
         for i in range(0, len(texts), BATCH):
             batch = texts[i : i + BATCH]
-            out.extend(self.inner.embed_documents(batch))
+            out.extend(embed(batch))
             self.embedded += len(batch)
             self.on_texts(len(batch))
         return out
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._counted(self.inner.embed_documents, texts)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return self._counted(lambda batch: embed_queries(self.inner, batch), texts)
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
-
-    def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        out = []
-        for i in range(0, len(texts), BATCH):
-            batch = texts[i : i + BATCH]
-            out.extend(embed_queries(self.inner, batch))
-            self.embedded += len(batch)
-            self.on_texts(len(batch))
-        return out

