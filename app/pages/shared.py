@@ -12,10 +12,9 @@ import os
 import streamlit as st
 
 from ingest.config import Settings
-from ingest.errors import JaxmemError, UsageError
+from ingest.errors import JaxmemError
 
 log = logging.getLogger("jaxmem.web")
-
 
 
 @st.cache_resource(show_spinner="Loading the knowledge base (first start only)...")

@@ -18,7 +18,6 @@ from ingest.errors import UsageError
 log = logging.getLogger("jaxmem.slack")
 
 
-
 class Services:
     def __init__(self, settings: Settings | None = None, advisor=None):
         self.settings = settings or Settings()
