@@ -64,7 +64,7 @@ class Advisor:
 
     @cached_property
     def retriever(self) -> Retriever:
-        return Retriever(self.store, self.embeddings, set(self.layout.languages), self.layout.section_keys)
+        return Retriever(self.store, self.embeddings, set(self.layout.languages))
 
     @cached_property
     def audit(self) -> dict[tuple[str, str], dict]:
@@ -201,11 +201,14 @@ class Advisor:
         to this one, in the language of the card version offered; so a declined user sees whether
         the topic is what they meant and how to ask."""
         card_lang = self._pick_lang(hit.card, lang)[0]
-        for chunk in hit.chunks:
-            if chunk.metadata.get("section") == "question" and chunk.metadata.get("lang") == card_lang:
-                return chunk.text
         card = self.card(hit.card, card_lang)
-        return card.meta.questions[0] if card and card.meta.questions else ""
+        if not card or not card.meta.questions:
+            return ""
+        for chunk in hit.chunks:  # searches return metadata only: the question is the card's own
+            m = chunk.metadata
+            if m.get("section") == "question" and m.get("lang") == card_lang and m.get("part", -1) < len(card.meta.questions):
+                return card.meta.questions[m["part"]]
+        return card.meta.questions[0]
 
     def _seed_claims(self, seed_hits, topic: str, lang: str) -> list[SeedClaim]:
         claims = []

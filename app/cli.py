@@ -172,19 +172,51 @@ def corpus():
 @click.option("--path", type=click.Path(file_okay=False), default=None, help="Corpus folder (default: the bundled corpus).")
 @friendly
 def corpus_check(path):
-    """Validate every card, snippet pair and the seed audit; exit 1 with file: field: problem lines."""
+    """Validate every card, snippet pair, the seed audit and the shipped vectors; exit 1 with
+    file: field: problem lines."""
     from pathlib import Path
 
     from ingest.cards import check_corpus
+    from ingest.pipeline import check_vectors
 
-    root = Path(path) if path else Settings().corpus_dir
+    settings = Settings()
+    if path:
+        settings.corpus_dir = Path(path)
+    root = settings.corpus_dir
     problems = check_corpus(root)
+    if not problems:  # stale vectors only mean something for a corpus that parses
+        problems = check_vectors(settings)
     for p in problems:
         click.echo(str(p))
     cards = len(list((root / "cards").glob("*/*.md")))
     snippets = len([p for p in (root / "snippets").glob("*") if p.is_dir()])
     click.echo(f"{cards} card files, {snippets} snippet pairs: {len(problems)} problem(s)", err=True)
     sys.exit(1 if problems else 0)
+
+
+@corpus.command("embed")
+@click.option("--path", type=click.Path(file_okay=False), default=None, help="Corpus folder (default: the bundled corpus).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@friendly
+def corpus_embed(path, as_json):
+    """Write the corpus's shipped vectors (corpus/vectors/<backend>.npz) for every current chunk.
+
+    Kept vectors stay as they are; only new or changed chunks are embedded. Commit the file with
+    the cards: a fresh machine then ingests without embedding. Example: jaxmem corpus embed
+    """
+    from pathlib import Path
+
+    from ingest.pipeline import embed_corpus
+
+    settings = Settings()
+    if path:
+        settings.corpus_dir = Path(path)
+    stats = embed_corpus(settings)
+    if as_json:
+        click.echo(json.dumps(stats))
+    else:
+        click.echo("{vectors} vectors ({kept} kept, {added} added, {dropped} dropped; {embedded} embedded) "
+                   "in {seconds} s -> {path}".format(**stats))
 
 
 @main.command("eval")

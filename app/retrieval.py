@@ -6,8 +6,13 @@ cross-lingual questions), so it is fused only for card languages; `jaxmem eval` 
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -18,9 +23,9 @@ Mode = Literal["dense", "lexical", "hybrid"]
 RRF_K = 60
 LEXICAL_WEIGHT = 0.5  # dense is the stronger signal (eval: `jaxmem eval` compares the modes)
 QUESTION_WEIGHT = 1.0  # the cards' stored questions, a ranking of their own (main set R@3: 0.5 -> 0.945, 1.0 -> 1.0)
-# Filters on one field: Chroma's metadata filter costs more than the vector search, and an `$and`
-# of two fields about half as much again (measured: 15-20 ms against 10-13 ms per search).
-QUESTIONS = {"section": "question"}
+# Chunks per search: card text, card questions, community seeds, out-of-scope anchors. Each kind has
+# its own collection (no metadata filter) and the four searches run at once.
+DEPTHS = {"text": 40, "questions": 40, "seeds": 5, "scope": 1}
 CHUNKS_PER_CARD = 3  # a card's score sums its best chunks: agreement between sections (and
 # language versions) is evidence; measured on the eval set: best-3 0.945 R@3 vs best-1 0.883
 _TOKEN = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+|[A-Za-z_][A-Za-z0-9_]*", re.U)
@@ -61,10 +66,14 @@ class Lexical:
 
     K1, B = 1.5, 0.75
 
-    def __init__(self, chunks: list[Hit]):
+    def __init__(self, chunks: list[Hit], vocab: dict[str, int] | None = None, matrix=None):
         from scipy.sparse import csc_matrix
 
-        self.chunks = chunks
+        # Results carry ids and metadata only, like the dense searches.
+        self.chunks = [Hit(c.id, "", c.metadata, 0.0) for c in chunks]
+        if vocab is not None:  # loaded from the cache file (see `load`)
+            self.vocab, self.matrix = vocab, matrix
+            return
         docs = [tokenize(c.text) for c in chunks]
         self.vocab: dict[str, int] = {}
         rows, cols, tf = [], [], []
@@ -92,21 +101,70 @@ class Lexical:
             return []
         scores = np.asarray(self.matrix[:, terms].sum(axis=1)).ravel()
         top = np.argsort(-scores)[:k]
-        return [Hit(self.chunks[i].id, self.chunks[i].text, self.chunks[i].metadata, float(scores[i]))
-                for i in top if scores[i] > 0]
+        return [Hit(self.chunks[i].id, "", self.chunks[i].metadata, float(scores[i])) for i in top if scores[i] > 0]
+
+    # A cold `jaxmem ask` spent 0.5 s fetching every chunk from Chroma and tokenising it; the built
+    # index is saved next to the store, stamped with the corpus fingerprint of the ingest it reflects.
+    def save(self, path: Path, stamp: str) -> None:
+        m = self.matrix
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        meta = json.dumps({"stamp": stamp, "vocab": list(self.vocab),
+                           "chunks": [[c.id, c.metadata] for c in self.chunks]}, ensure_ascii=False)
+        with open(tmp, "wb") as f:
+            np.savez(f, meta=np.frombuffer(meta.encode("utf-8"), dtype=np.uint8), data=m.data, indices=m.indices,
+                     indptr=m.indptr, shape=np.array(m.shape))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path, stamp: str) -> "Lexical | None":
+        from scipy.sparse import csc_matrix
+
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(z["meta"].tobytes().decode("utf-8"))
+                if meta.get("stamp") != stamp:
+                    return None
+                matrix = csc_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+        except (OSError, ValueError, KeyError):
+            return None
+        vocab = {t: i for i, t in enumerate(meta["vocab"])}
+        return cls([Hit(i, "", m, 0.0) for i, m in meta["chunks"]], vocab=vocab, matrix=matrix)
 
 
 class Retriever:
-    def __init__(self, store: Store, embeddings, card_languages: set[str], sections: list[str]):
+    def __init__(self, store: Store, embeddings, card_languages: set[str]):
         self.store, self.embeddings, self.card_languages = store, embeddings, card_languages
-        self.prose = {"section": {"$in": ["summary", *sections]}}  # a card's text chunks
         self._lexical: Lexical | None = None
 
     @property
     def lexical(self) -> Lexical:
         if self._lexical is None:
-            self._lexical = Lexical([c for c in self.store.all_chunks() if c.metadata.get("kind") == "card"])
+            stamp = self.store.fingerprint()
+            path = self.store.settings.data_dir / "lexical.npz"
+            lexical = Lexical.load(path, stamp) if stamp else None
+            if lexical is None:
+                lexical = Lexical(self.store.all_chunks(kinds=("text", "questions")))
+                # An index without a fingerprint is mid-sync, and one whose fingerprint changed while we
+                # read it was synced meanwhile: keep neither.
+                if stamp and self.store.fingerprint() == stamp:
+                    try:
+                        lexical.save(path, stamp)
+                    except OSError:
+                        pass  # a read-only data dir only costs the next cold start 0.5 s
+            self._lexical = lexical
         return self._lexical
+
+    @cached_property
+    def _pool(self) -> ThreadPoolExecutor:
+        # Chroma's search releases the GIL (embedded) or waits on the network (server): four at once
+        # take about the time of two (measured: 5.2 against 8.0 ms).
+        return ThreadPoolExecutor(max_workers=len(DEPTHS), thread_name_prefix="jaxmem-search")
+
+    def dense(self, vector: list[float], depth: int = 40) -> dict[str, list[Hit]]:
+        depths = {**DEPTHS, "text": depth, "questions": depth}
+        futures = {kind: self._pool.submit(self.store.query, vector, k, kind, False) for kind, k in depths.items()}
+        return {kind: f.result() for kind, f in futures.items()}
 
     def search(self, query: str, lang: str, k: int = 5, mode: Mode | None = None, depth: int = 40) -> SearchResult:
         """Cards in relevance order, the community-seed chunks that matched, and how close the
@@ -117,13 +175,10 @@ class Retriever:
         prose: list[Hit] = []
         asked: list[Hit] = []
         if mode != "lexical":
-            vector = self.embeddings.embed_query(query)
-            prose = self.store.query(vector, k=depth, where=self.prose)
-            asked = self.store.query(vector, k=depth, where=QUESTIONS)
-            seeds = self.store.query(vector, k=5, where={"kind": "seed"})
-            anchors = self.store.query(vector, k=1, where={"kind": "scope"})
-            if anchors:
-                scope, scope_id = anchors[0].score, anchors[0].metadata.get("card", "")
+            found = self.dense(self.embeddings.embed_query(query), depth)
+            prose, asked, seeds = found["text"], found["questions"], found["seeds"]
+            if found["scope"]:
+                scope, scope_id = found["scope"][0].score, found["scope"][0].metadata.get("card", "")
         lexical = self.lexical.search(query, depth) if mode != "dense" else []
 
         fused: dict[str, float] = {}

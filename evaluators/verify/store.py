@@ -71,17 +71,31 @@ def write_evidence(records: list[dict], settings: Settings | None = None) -> Pat
     return path
 
 
+_parsed: dict[Path, tuple[tuple[int, int], object]] = {}
+
+
+def _read_json(path: Path):
+    """A JSON file, parsed once per version (mtime, size): every answer reads the evidence of
+    three cards, and parsing the files each time cost more than a Chroma search."""
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    hit = _parsed.get(path)
+    if hit is None or hit[0] != stamp:
+        hit = _parsed[path] = (stamp, json.loads(path.read_text()))
+    return hit[1]
+
+
 def records_for(topic: str, settings: Settings | None = None) -> list[dict]:
     """Every stored record of `topic`, newest first; each says where it came from."""
     found: list[dict] = []
     for path in sorted(cache_dir(settings).glob(f"{topic}--*.json")):
         try:
-            found.append({**json.loads(path.read_text()), "origin": "local run"})
-        except (OSError, ValueError):
+            found.append({**_read_json(path), "origin": "local run"})
+        except (OSError, ValueError, TypeError):
             continue
     for path in sorted(evidence_dir(settings).glob("*.json")):
         try:
-            record = json.loads(path.read_text()).get("records", {}).get(topic)
+            record = _read_json(path).get("records", {}).get(topic)
         except (OSError, ValueError, AttributeError):
             continue
         if record:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-# The session fixture embeds the whole corpus (about 9 minutes on 2 cores) inside the first test.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+# The session fixture ingests the whole corpus from its shipped vectors (seconds); the questions
+# are embedded by the real model.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 QUESTIONS = {
     "en": ("Why does my process show 75% of the GPU used right after importing jax?", "gpu-preallocation"),
@@ -31,6 +32,29 @@ def test_answers_in_the_question_language_with_the_right_card(full_advisor, lang
     accepted = {topic} if isinstance(topic, str) else set(topic)
     assert accepted & {c.card for c in ans.citations[:3]}, [c.card for c in ans.citations]
     assert ans.citations[0].language == lang and ans.citations[0].sources
+
+
+def test_the_full_index_is_served_from_the_shipped_vectors(full_index):
+    settings, stats = full_index
+    assert stats["from_artifact"] == stats["chunks"] > 3900 and stats["embedded"] == 0
+
+
+def test_searches_are_exact(full_advisor):
+    """Each kind's search returns what a brute-force ranking over all its vectors returns."""
+    import numpy as np
+
+    store = full_advisor.store
+    questions = ["Why does JAX take 75% of my GPU memory?", "Hur undviker jag att loopen väntar på värden?",
+                 "What's the best way to cook risotto?", "donate_argnums invalid buffer error"]
+    for kind in ("text", "questions", "seeds", "scope"):
+        chunks = store.all_chunks(kinds=(kind,), embeddings=True)
+        ids, matrix = [c.id for c in chunks], np.array([c.embedding for c in chunks])
+        for q in questions:
+            v = np.array(full_advisor.embeddings.embed_query(q))
+            k = min(40, len(ids))
+            exact = [ids[i] for i in np.argsort(-(matrix @ v), kind="stable")[:k]]
+            got = [h.id for h in store.query(v.tolist(), k, kind, documents=False)]
+            assert set(got) == set(exact), (kind, q)
 
 
 def test_off_topic_questions_abstain(full_advisor):

@@ -18,6 +18,8 @@ def test_first_ingest_adds_every_chunk_with_card_metadata(mini_settings, nano):
     stats = ingest(mini_settings, embeddings=nano, show_progress=False)
     assert stats["added"] == stats["chunks"] > 0
     assert stats["updated"] == stats["deleted"] == stats["unchanged"] == 0
+    # the fixture corpus ships its vectors, as the real one does: nothing is embedded
+    assert stats["from_artifact"] == stats["chunks"] and stats["embedded"] == 0
     chunks = Store(mini_settings).all_chunks()
     assert len(chunks) == stats["chunks"]
     sections = {h.metadata["section"] for h in chunks if h.metadata["kind"] == "card"}
@@ -32,12 +34,45 @@ def test_first_ingest_adds_every_chunk_with_card_metadata(mini_settings, nano):
     assert info["embedding_backend"] == nano.name and info["embedding_dim"] == 384 and info["cards"] == 4
 
 
+class Unusable:
+    """A backend that must not be touched: a no-op ingest needs no model."""
+
+    def __init__(self, inner):
+        self.name, self.dim = inner.name, inner.dim
+
+    def embed_documents(self, texts):
+        raise AssertionError("the model was used")
+
+    embed_query = embed_documents
+
+
 def test_rerun_with_nothing_changed_embeds_nothing(mini_settings, nano):
     first = ingest(mini_settings, embeddings=nano, show_progress=False)
-    again = ingest(mini_settings, embeddings=nano, show_progress=False)
-    assert again["unchanged"] == first["chunks"]
+    again = ingest(mini_settings, embeddings=Unusable(nano), show_progress=False)
+    assert again["unchanged"] == first["chunks"] and again["cards"] == first["cards"]
     assert again["added"] == again["updated"] == again["deleted"] == 0
-    assert again["embedded"] == 0
+    assert again["embedded"] == 0 and again["noop"] is True
+
+
+def test_corpus_without_shipped_vectors_is_embedded(mini_settings, nano):
+    import shutil
+
+    shutil.rmtree(mini_settings.corpus_dir / "vectors")
+    stats = ingest(mini_settings, embeddings=nano, show_progress=False)
+    assert stats["from_artifact"] == 0 and stats["added"] == stats["chunks"] > 0
+    # the session's embedding cache may serve them; what it does not hold, the model embeds
+    assert len(Store(mini_settings).all_chunks()) == stats["chunks"]
+
+
+def test_a_change_in_the_chunking_code_resyncs(mini_settings, nano, monkeypatch, tmp_path):
+    from ingest import pipeline
+
+    ingest(mini_settings, embeddings=nano, show_progress=False)
+    changed = tmp_path / "chunk.py"
+    changed.write_text("# another version of the chunker\n")
+    monkeypatch.setattr(pipeline, "_CHUNKING_CODE", [*pipeline._CHUNKING_CODE, changed])
+    stats = ingest(mini_settings, embeddings=nano, show_progress=False)
+    assert stats["unchanged"] == stats["chunks"] and stats["noop"] is False  # a real sync ran (and found nothing)
 
 
 def test_changed_card_reembeds_only_its_changed_chunks(mini_settings, nano):
@@ -46,12 +81,21 @@ def test_changed_card_reembeds_only_its_changed_chunks(mini_settings, nano):
     text = path.read_text(encoding="utf-8")
     path.write_text(text.replace("Argument som skickas med nyckelord doneras inte.",
                                  "Argument som skickas med nyckelord doneras inte; använd donate_argnames."), encoding="utf-8")
+    from ingest.pipeline import check_vectors, embed_corpus
+
+    # the shipped vectors are now stale for that card, and `corpus check` says so and how to refresh
+    (problem,) = check_vectors(mini_settings)
+    assert "cards/buffer-donation/sv.md" in str(problem) and "jaxmem corpus embed" in str(problem)
     stats = ingest(mini_settings, embeddings=nano, show_progress=False)
     # one section of one card changed: exactly one new chunk embedded, its old version removed
     assert stats["added"] == 1 and stats["deleted"] == 1 and stats["embedded"] == 1
     assert stats["unchanged"] == stats["chunks"] - 1
     caveats = [h for h in card_chunks(mini_settings, "buffer-donation", "sv") if h.metadata["section"] == "caveats"]
     assert len(caveats) == 1 and "donate_argnames" in caveats[0].text
+    # refreshing the artifact keeps the other vectors as they were and adds the one
+    refreshed = embed_corpus(mini_settings, show_progress=False)
+    assert refreshed["added"] == 1 and refreshed["dropped"] == 1 and refreshed["kept"] == stats["chunks"] - 1
+    assert check_vectors(mini_settings) == []
 
 
 def test_deleted_card_disappears_from_the_index(mini_settings, nano):
@@ -159,7 +203,7 @@ def test_question_chunks_are_embedded_as_queries_also_from_the_cache(mini_settin
     question = "What does donate_argnums actually do?"
 
     def self_match() -> float:
-        hits = Store(mini_settings).query(nano.embed_query(question), k=1, where={"section": "question"})
+        hits = Store(mini_settings).query(nano.embed_query(question), k=1, kind="questions")
         assert hits[0].text == question
         return hits[0].score
 
