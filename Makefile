@@ -21,11 +21,12 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+# make run ARGS="--port 8502" passes options on to `jaxmem web`.
 run: $(VENV)/.installed
-	$(BIN)/jaxmem web
+	$(BIN)/jaxmem web $(ARGS)
 
 test: $(VENV)/.installed-dev
-	bash scripts/install-chromium.sh
+	bash scripts/install-system-packages.sh
 	$(BIN)/python -m pytest
 
 test-fast: $(VENV)/.installed-dev

@@ -1,5 +1,5 @@
 """End to end: the real app (`streamlit run app/web.py`) on a free local port, driven by Debian's
-Chromium in headless mode (scripts/install-chromium.sh; no tool downloads its own browser).
+Chromium in headless mode (scripts/install-system-packages.sh; no tool downloads its own browser).
 
 Asks a Swedish question and expects a Swedish answer with citations, pastes code on the Review
 page and expects findings, and leaves a screenshot of each page under artifacts/. Prints the time
@@ -43,7 +43,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server(web_env, tmp_path_factory):
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-chromium.sh (Debian's chromium package)")
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-system-packages.sh (Debian's chromium package)")
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.headless", "true",
