@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evaluators.verify.manifest import Pair, load_pairs
 from evaluators.verify.report import summary
-from evaluators.verify.runner import run_snippet
+from evaluators.verify.runner import isolation_for, run_snippet
 from evaluators.verify.sandbox import Limits
 from evaluators.verify.store import cache_key, load_cached, records_for, save_cached
 from evaluators.verify.suite import Baselines, Progress, sync_lines, verify_pair
@@ -90,7 +90,9 @@ def verify_topic(topic: str, repeats: int = 3, progress: Progress | None = None,
 
 
 def verify_script(path_or_source: str | Path, *, limits: Limits | None = None) -> dict:
-    """Run a user's script in the same isolation and report its dynamic behaviour."""
+    """Run a user's script in the sandbox and report its dynamic behaviour.
+
+    Raises SandboxUnavailable where the sandbox cannot start (unless JAXMEM_SANDBOX=process)."""
     limits = limits or Limits()
     baselines = Baselines(limits)
     candidate = Path(path_or_source) if isinstance(path_or_source, Path) or "\n" not in str(path_or_source) else None
@@ -102,7 +104,8 @@ def verify_script(path_or_source: str | Path, *, limits: Limits | None = None) -
         else:
             path, name = Path(tmp) / "script.py", "<source>"
             path.write_text(str(path_or_source))
-        run = run_snippet(path, limits=limits, baseline=baselines.get({}))
+        isolation = isolation_for(untrusted=True)  # refuses before anything runs
+        run = run_snippet(path, limits=limits, baseline=baselines.get({}, isolation), isolation=isolation)
     d = run.device
     return {"script": name, "ok": run.ok, "error": run.error, "traceback": run.traceback,
             "backend": d.get("backend"), "device_kind": d.get("device_kind"), "jax": d.get("jax"),
@@ -110,7 +113,7 @@ def verify_script(path_or_source: str | Path, *, limits: Limits | None = None) -
                                               "d2h_transfers", "host_syncs", "compile_count",
                                               "peak_rss", "wall_time")},
             "host_sync_lines": sync_lines(run), "stdout": run.stdout[-4000:],
-            "stderr": run.stderr[-4000:]}
+            "stderr": run.stderr[-4000:], "isolation": run.isolation}
 
 
 def latest_evidence(topic: str, settings: Settings | None = None) -> dict | None:

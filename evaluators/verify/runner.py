@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
@@ -10,9 +11,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluators.verify import probe
-from evaluators.verify.sandbox import ChildRun, Limits, accelerator_plugin_present, run_isolated, scrub_env
+from ingest.errors import JaxmemError
+from evaluators.verify.sandbox import (ChildRun, Limits, accelerator_plugin_present, bwrap_problem, run_isolated,
+                                       sandbox_setting, scrub_env)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The child runs this file by path: it needs nothing of the project, and in the sandbox it is the
+# only file of the project tree the child can see.
+PROBE = Path(probe.__file__).resolve()
+log = logging.getLogger(__name__)
+
+
+class SandboxUnavailable(JaxmemError):
+    """User code was asked to run but the sandbox cannot start here."""
+
+
+def isolation_for(untrusted: bool) -> str:
+    """The isolation a run gets: the configured one, if it can start; the project's own snippets
+    fall back to process isolation where bubblewrap cannot start, user code is refused."""
+    wanted = sandbox_setting()
+    if wanted == "process":
+        return "process"
+    problem = bwrap_problem()
+    if problem is None:
+        return "bwrap"
+    if untrusted:
+        raise SandboxUnavailable(
+            f"user code runs only in the sandbox, and it cannot start here: {problem}.",
+            "Install bubblewrap (scripts/install-system-packages.sh does), or set JAXMEM_SANDBOX=process to "
+            "accept process isolation only: the code could then read the server's files and reach its network.")
+    log.warning("bubblewrap cannot start (%s); the project's own snippets run with process isolation", problem)
+    return "process"
 
 _GUARD = re.compile(r"\] (host-to-device|device-to-host|device-to-device) transfer:")
 _MEMORY_ERRORS = ("MemoryError", "RESOURCE_EXHAUSTED", "Out of memory", "std::bad_alloc",
@@ -40,6 +68,9 @@ class SnippetRun:
     entry_error: str | None = None
     guard: GuardCounts = field(default_factory=GuardCounts)
     child_wall_s: float = 0.0
+    isolation: str = "process"
+    # How the run was contained: {"task_cap": bool, "tasks_peak": int | None, "task_cap_hit": bool}
+    containment: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -76,7 +107,7 @@ def parse_stderr(text: str) -> tuple[GuardCounts, str]:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = scrub_env(os.environ, extra, pythonpath=str(REPO_ROOT))
+    env = scrub_env(os.environ, extra)
     if "JAX_PLATFORMS" not in env and not accelerator_plugin_present():
         # Only CPU can start anyway; naming it skips the search for other plugins (~0.25 s a run).
         env["JAX_PLATFORMS"] = "cpu"
@@ -86,9 +117,14 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def run_snippet(path: Path, *, entry: dict | None = None, env: dict[str, str] | None = None,
-                limits: Limits = Limits(), baseline: "SnippetRun | None" = None) -> SnippetRun:
-    """Run `path` once in isolation under the probe; never raises for what the snippet does."""
+                limits: Limits = Limits(), baseline: "SnippetRun | None" = None, untrusted: bool = False,
+                isolation: str | None = None) -> SnippetRun:
+    """Run `path` once in isolation under the probe; never raises for what the snippet does.
+
+    `untrusted`: user code (a pasted or uploaded script), which runs only in the sandbox and
+    raises SandboxUnavailable where it cannot start."""
     path = Path(path).resolve()
+    isolation = isolation or isolation_for(untrusted)
     with tempfile.TemporaryDirectory(prefix="jaxmem-verify-") as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
@@ -96,10 +132,13 @@ def run_snippet(path: Path, *, entry: dict | None = None, env: dict[str, str] | 
         config = {"snippet": str(path), "result": str(result_path), "entry": entry}
         config_path = Path(tmp) / "config.json"
         config_path.write_text(json.dumps(config))
-        child = run_isolated([sys.executable, "-m", "evaluators.verify.probe", str(config_path)],
-                             env=child_env(env), limits=limits, cwd=work)
+        child = run_isolated([sys.executable, str(PROBE), str(config_path)], env=child_env(env), limits=limits,
+                             cwd=work, isolation=isolation, readonly=[path.parent, PROBE], writable=[Path(tmp)])
         result = json.loads(result_path.read_text()) if result_path.is_file() else None
-    return _to_run(child, result, baseline)
+    run = _to_run(child, result, baseline)
+    run.isolation = isolation
+    run.containment = {"task_cap": child.task_cap, "tasks_peak": child.tasks_peak, "task_cap_hit": child.task_cap_hit}
+    return run
 
 
 def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None) -> SnippetRun:
@@ -149,8 +188,8 @@ def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None) -
 _EMPTY = "# The empty snippet: the floor every count is measured against.\n"
 
 
-def run_baseline(env: dict[str, str] | None = None, limits: Limits = Limits()) -> SnippetRun:
+def run_baseline(env: dict[str, str] | None = None, limits: Limits = Limits(), isolation: str | None = None) -> SnippetRun:
     with tempfile.TemporaryDirectory(prefix="jaxmem-baseline-") as tmp:
         empty = Path(tmp) / "empty.py"
         empty.write_text(_EMPTY)
-        return run_snippet(empty, env=env, limits=limits)
+        return run_snippet(empty, env=env, limits=limits, isolation=isolation)

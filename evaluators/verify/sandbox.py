@@ -1,23 +1,38 @@
 """Run one command in an isolated child process: the parent half of the verifier's isolation.
 
-The child gets a fresh process group (so a timeout kills everything it started), a scrubbed
-environment (an allow-list, then a deny-list on top), a temporary working directory, a memory
-ceiling and a wall-clock timeout. Output goes to files, never pipes, so a chatty child cannot
-deadlock the parent. Resource use comes from `os.wait4`, which reports the child's own peak RSS.
+Two levels, chosen by JAXMEM_SANDBOX:
+
+- `bwrap` (default): the child runs in bubblewrap's namespaces: its own network (loopback only,
+  nothing of the host's), PID namespace (when the run ends every descendant dies, whatever
+  session it started), mount namespace with a read-only view of only the system libraries, the
+  interpreter and its packages and the files of this run, a private /tmp and home, no data
+  directory, no project tree; all capabilities dropped, an unprivileged uid inside.
+- `process`: what every run also gets: a fresh process group (a timeout kills everything in it),
+  a scrubbed environment (an allow-list, then a deny-list on top), a temporary working directory,
+  a memory ceiling (RLIMIT_AS on CPU), a file-size limit, a wall-clock timeout, and where the
+  machine allows it a cgroup that caps the number of processes (a fork bomb stops there).
+
+User code needs `bwrap` (see `evaluators.verify.api`); the project's own snippets may run with
+`process` where bubblewrap cannot start. Output goes to files, never pipes, so a chatty child
+cannot deadlock the parent. Resource use comes from `os.wait4`.
 """
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
 import re
 import resource
 import shutil
 import signal
+import site
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 GiB = 1 << 30
@@ -79,6 +94,168 @@ class Limits:
     timeout_s: float = 60.0
     memory_bytes: int = 8 * GiB
     output_bytes: int = 64 * MiB
+    # Tasks (processes and threads) of one run. XLA starts a few threads per core, so the cap
+    # grows with the machine; a fork bomb meets it long before the host's limit.
+    max_tasks: int = max(512, 16 * (os.cpu_count() or 1))
+
+
+# ---- the bubblewrap sandbox ---------------------------------------------------------------------
+SANDBOXES = ("bwrap", "process")
+SANDBOX_ENV = "JAXMEM_SANDBOX"
+SANDBOX_UID = 65534  # "nobody" inside the user namespace
+# Device nodes an accelerator backend opens. Passed through only where they exist (GPU/TPU hosts),
+# together with a read-only /sys, which the CUDA and TPU runtimes read for the PCI topology.
+DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*", "/dev/kfd", "/dev/accel*", "/dev/vfio/*")
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
+
+
+def sandbox_setting() -> str:
+    value = (os.environ.get(SANDBOX_ENV) or "bwrap").strip().lower()
+    if value not in SANDBOXES:
+        raise ValueError(f"{SANDBOX_ENV}={value!r} is not a sandbox; valid: {', '.join(SANDBOXES)}")
+    return value
+
+
+def python_paths() -> list[Path]:
+    """The interpreter and its packages: all the child may read of the Python installation."""
+    paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths.add(Path(sys.executable).resolve().parent.parent)
+    for p in site.getsitepackages() + [site.getusersitepackages()]:
+        if Path(p).is_dir():
+            paths.add(Path(p).resolve())
+    # Keep only the outermost of nested paths; bind them in a stable order.
+    return sorted(p for p in paths if not any(q != p and p.is_relative_to(q) for q in paths))
+
+
+def device_nodes() -> list[str]:
+    return sorted({p for pattern in DEVICE_GLOBS for p in glob.glob(pattern)})
+
+
+def bwrap_argv(argv: Sequence[str], *, writable: Sequence[Path], readonly: Sequence[Path], home: Path,
+               cwd: Path) -> list[str]:
+    cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
+           "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+           "--hostname", "jaxmem-sandbox", "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / name
+        if host.is_symlink():
+            cmd += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            cmd += ["--ro-bind", str(host), str(host)]
+    for name in _ETC:
+        if (Path("/etc") / name).exists():
+            cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    devices = device_nodes()
+    for node in devices:
+        cmd += ["--dev-bind", node, node]
+    if devices:
+        cmd += ["--ro-bind", "/sys", "/sys"]
+    for path in [*python_paths(), *readonly]:
+        cmd += ["--ro-bind", str(path), str(path)]
+    for path in writable:
+        cmd += ["--bind", str(path), str(path)]
+    # The sandbox's own root (a tmpfs holding the mount points) read-only too: writable are only
+    # `writable`, the run's directory and the private /tmp.
+    cmd += ["--remount-ro", "/", "--setenv", "HOME", str(home), "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd),
+            "--", *argv]
+    return cmd
+
+
+@lru_cache(maxsize=1)
+def bwrap_problem() -> str | None:
+    """Why bubblewrap cannot start here, or None when it can (checked once per process)."""
+    if not shutil.which("bwrap"):
+        return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
+    with tempfile.TemporaryDirectory(prefix="jaxmem-bwrap-check-") as tmp:
+        work = Path(tmp)
+        argv = bwrap_argv([sys.executable, "-c", "pass"], writable=[work], readonly=[], home=work, cwd=work)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={"PATH": os.defpath})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap failed to start: {exc}"
+    if proc.returncode != 0:
+        return f"bubblewrap cannot create its namespaces here: {proc.stderr.strip()[:300] or proc.returncode}"
+    return None
+
+
+# ---- a cgroup per run: the process cap ----------------------------------------------------------
+class TaskCap:
+    """A pids cgroup (v2 or v1) holding one run, with `pids.max` = the run's task limit.
+
+    Created only where the cgroup tree is writable (root, or a delegated subtree); elsewhere the
+    run goes without, and RLIMIT_NPROC stands in for users other than root."""
+
+    def __init__(self, limit: int):
+        self.limit, self.path = limit, None
+        for parent in (_cgroup2_parent(), Path("/sys/fs/cgroup/pids")):
+            if parent is None or not os.access(parent, os.W_OK) or not (parent / "cgroup.procs").exists():
+                continue
+            path = parent / f"jaxmem-{os.getpid()}-{time.monotonic_ns()}"
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            try:
+                (path / "pids.max").write_text(str(limit))
+            except OSError:
+                path.rmdir()
+                continue
+            self.path = path
+            break
+
+    def join(self) -> None:
+        """Called in the forked child before exec: everything it starts is counted."""
+        if self.path is not None:
+            with open(self.path / "cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+
+    def peak(self) -> int | None:
+        try:
+            return int((self.path / "pids.peak").read_text())
+        except (OSError, ValueError, TypeError):  # older kernels have no pids.peak
+            return None
+
+    def hit(self) -> bool:
+        try:
+            return "max 0" not in (self.path / "pids.events").read_text()
+        except (OSError, TypeError):
+            return False
+
+    def close(self) -> None:
+        if self.path is None:
+            return
+        for _ in range(50):  # the killed tasks leave the cgroup within milliseconds
+            try:
+                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            except OSError:
+                pids = []
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.02)
+
+
+def _cgroup2_parent() -> Path | None:
+    """Our own cgroup on a pure cgroup-v2 host with the pids controller delegated to it."""
+    try:
+        line = next(l for l in Path("/proc/self/cgroup").read_text().splitlines() if l.startswith("0::"))
+    except (OSError, StopIteration):
+        return None
+    root = Path("/sys/fs/cgroup")
+    if not (root / "cgroup.controllers").exists():
+        return None
+    path = root / line[3:].lstrip("/")
+    try:
+        return path if "pids" in (path / "cgroup.subtree_control").read_text().split() else None
+    except OSError:
+        return None
 
 
 @dataclass
@@ -94,6 +271,10 @@ class ChildRun:
     wall_s: float
     ceiling: str                   # "address space" (RLIMIT_AS) or "resident set" (polled)
     limits: Limits = field(default_factory=Limits)
+    isolation: str = "process"     # "bwrap" or "process"
+    task_cap: bool = False         # whether a cgroup capped the number of tasks
+    tasks_peak: int | None = None  # most tasks alive at once, where the cgroup reports it
+    task_cap_hit: bool = False     # the run tried to start more tasks than allowed
 
     @property
     def ok(self) -> bool:
@@ -120,13 +301,16 @@ def _gib(n: int) -> str:
     return f"{n / GiB:.1f} GiB"
 
 
-def _preexec(limits: Limits, use_rlimit_as: bool):
+def _preexec(limits: Limits, use_rlimit_as: bool, cap: TaskCap):
     def apply() -> None:
-        # Runs in the forked child before exec: only async-signal-safe work here.
+        # Runs in the forked child before exec: keep it to system calls.
+        cap.join()
         if use_rlimit_as:
             resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.output_bytes, limits.output_bytes))
+        if cap.path is None and os.geteuid() != 0:  # root is exempt from RLIMIT_NPROC
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_tasks, limits.max_tasks))
     return apply
 
 
@@ -155,8 +339,12 @@ def _read_tail(path: Path, limit: int) -> str:
 
 
 def run_isolated(argv: Sequence[str], *, env: Mapping[str, str], limits: Limits = Limits(),
-                 cwd: Path | None = None, use_rlimit_as: bool | None = None) -> ChildRun:
-    """Run `argv` isolated; never raises for anything the child does."""
+                 cwd: Path | None = None, use_rlimit_as: bool | None = None, isolation: str = "process",
+                 readonly: Sequence[Path] = (), writable: Sequence[Path] = ()) -> ChildRun:
+    """Run `argv` isolated; never raises for anything the child does.
+
+    With `isolation="bwrap"` the child sees only `readonly` and `writable` (plus the system
+    libraries and the interpreter); `cwd` is always writable."""
     if use_rlimit_as is None:
         use_rlimit_as = not accelerator_plugin_present()
     own_tmp = None
@@ -164,20 +352,29 @@ def run_isolated(argv: Sequence[str], *, env: Mapping[str, str], limits: Limits 
         own_tmp = Path(tempfile.mkdtemp(prefix="jaxmem-child-"))
         cwd = own_tmp
     out_dir = Path(tempfile.mkdtemp(prefix="jaxmem-out-"))
+    cap = TaskCap(limits.max_tasks)
     try:
         out_path, err_path = out_dir / "stdout", out_dir / "stderr"
+        # Temporary files the child makes land in its own directory and go with it.
+        child_env = {"TMPDIR": str(cwd), **env}
+        if isolation == "bwrap":
+            home = Path(cwd) / ".home"
+            home.mkdir(exist_ok=True)
+            argv = bwrap_argv(argv, writable=[Path(cwd), *writable], readonly=readonly, home=home, cwd=Path(cwd))
+            child_env = {**env, "HOME": str(home)}
         with out_path.open("wb") as out, err_path.open("wb") as err:
             start = time.monotonic()
-            # Temporary files the child makes land in its own directory and go with it.
-            child_env = {"TMPDIR": str(cwd), **env}
             proc = subprocess.Popen(
                 list(argv), cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=err, start_new_session=True, preexec_fn=_preexec(limits, use_rlimit_as),
+                stderr=err, start_new_session=True, preexec_fn=_preexec(limits, use_rlimit_as, cap),
                 close_fds=True)
             status, usage, timed_out, mem_exceeded = _wait(proc, start, limits, use_rlimit_as)
             wall = time.monotonic() - start
-        # Anything the child left running in its group (daemons, pools) goes with it.
+        # Anything the child left running in its group (daemons, pools) goes with it; in the
+        # sandbox the PID namespace ended with it already, and the cgroup catches the rest.
         _kill_group(proc.pid)
+        peak, hit = cap.peak(), cap.hit()
+        cap.close()
         code = os.waitstatus_to_exitcode(status)
         proc.returncode = code   # reaped by wait4: tell Popen so it does not try again
         sig = signal.Signals(-code).name if code < 0 else None
@@ -188,8 +385,10 @@ def run_isolated(argv: Sequence[str], *, env: Mapping[str, str], limits: Limits 
             stderr=_read_tail(err_path, limits.output_bytes),
             max_rss_bytes=usage.ru_maxrss * 1024,   # Linux reports KiB
             wall_s=wall, ceiling="address space" if use_rlimit_as else "resident set",
-            limits=limits)
+            limits=limits, isolation=isolation, task_cap=cap.path is not None, tasks_peak=peak,
+            task_cap_hit=hit)
     finally:
+        cap.close()
         shutil.rmtree(out_dir, ignore_errors=True)
         if own_tmp is not None:
             shutil.rmtree(own_tmp, ignore_errors=True)

@@ -26,11 +26,11 @@ class Baselines:
         self._runs: dict[tuple, SnippetRun] = {}
         self._lock = threading.Lock()
 
-    def get(self, env: dict[str, str]) -> SnippetRun:
-        key = tuple(sorted(env.items()))
+    def get(self, env: dict[str, str], isolation: str | None = None) -> SnippetRun:
+        key = (tuple(sorted(env.items())), isolation)
         with self._lock:       # workers of `verify_topics(jobs=N)` share one floor per env
             if key not in self._runs:
-                self._runs[key] = run_baseline(env, self.limits)
+                self._runs[key] = run_baseline(env, self.limits, isolation)
             return self._runs[key]
 
 
