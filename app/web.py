@@ -1,7 +1,7 @@
 """The web chat's entry file: `jaxmem web`, or `streamlit run app/web.py`.
 
 One navigation over small pages; the sidebar shows what the answers rest on (index, embedding
-backend, JAX and devices). Heavy objects are built once per process in `app.pages.shared`.
+backend, JAX and devices). Heavy objects are built once per process in `app.webui.shared`.
 """
 import sys
 from pathlib import Path
@@ -14,7 +14,7 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.pages import shared  # noqa: E402
+from app.webui import shared  # noqa: E402
 
 st.set_page_config(page_title="jaxmem: JAX memory advisor", page_icon=":material/memory:", layout="wide")
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from app.cli import friendly
-from ingest.errors import UsageError
+from ingest.errors import UsageError, friendly
 
 ENTRY = Path(__file__).with_name("web.py")
 HOST = "127.0.0.1"  # local only: the app runs code for anyone who can reach it (Review > run)

@@ -14,7 +14,6 @@ re-run whose fingerprint matches is a no-op that needs neither the model nor the
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -92,8 +91,7 @@ def cached_embeddings(inner, settings: Settings, on_texts: Callable[[int], None]
     from langchain_classic.storage import LocalFileStore
 
     counting = Progress(inner, on_texts)
-    cache_dir = Path(os.environ.get("JAXMEM_EMBED_CACHE") or settings.data_dir / "embed-cache")
-    store = LocalFileStore(str(cache_dir))
+    store = LocalFileStore(str(settings.embed_cache_dir))
     namespace, questions = inner.name.replace("/", "_"), set(questions)
 
     def key(text: str) -> str:  # LangChain's sha256 key for passages, so older caches stay valid

@@ -4,7 +4,7 @@ import uuid
 import streamlit as st
 
 from app.answer import Turn
-from app.pages import answer_view, shared
+from app.webui import answer_view, shared
 
 SHOWN_QUESTION_CHARS = 3_000  # a pasted megabyte stays in the history, not on the screen
 
@@ -46,7 +46,7 @@ if question is not None:
     with st.chat_message("assistant"):
         try:
             with st.spinner("Looking through the cards..."):
-                ans = shared.advisor().ask(question, history=history())
+                ans = shared.services().ask(question, history=history())
         except Exception as exc:
             # Nothing is added to the history, so the failed question does not steer follow-ups.
             shared.show_error(exc, "answer that")

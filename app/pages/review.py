@@ -2,8 +2,8 @@
 run the code in the verifier's sandbox to count transfers; JSON and SARIF to download."""
 import streamlit as st
 
-from app.pages import review_view as view
-from app.pages import shared
+from app.webui import review_view as view
+from app.webui import shared
 
 st.title("Review code for memory and transfer problems")
 paste_tab, upload_tab = st.tabs(["Paste code", "Upload files"])
@@ -11,7 +11,12 @@ pasted = paste_tab.text_area("Python code", height=260, key="paste",
                              placeholder="for x in batches:\n    loss = float(step(x))")
 uploads = upload_tab.file_uploader("Python files or notebooks", type=list(view.SUFFIXES),
                                    accept_multiple_files=True, key="uploads")
-run_it = st.checkbox("Also run it and count transfers (an isolated child process on this machine)", key="run")
+if shared.services().user_code:
+    run_it = st.checkbox("Also run it and count transfers and host syncs (in the verifier's sandbox)", key="run")
+else:
+    run_it = False
+    st.caption("Running your code is switched off on this server (JAXMEM_USER_CODE=false); the review below "
+               "is static and always available.")
 
 if st.button("Review", type="primary", icon=":material/search:"):
     sources = ([view.from_paste(pasted)] if pasted.strip() else []) + \

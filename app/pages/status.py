@@ -1,13 +1,13 @@
 """Feedback and status: what users said about answers (exportable), and what this server runs on."""
 import streamlit as st
 
-from app.pages import shared
+from app.webui import shared
 
 st.title("Feedback and status")
 
 st.subheader("Feedback")
 try:
-    rows = shared.feedback_store().export()
+    rows = shared.services().feedback_store.export()
 except Exception as exc:
     rows = []
     shared.show_error(exc, "read the feedback")
@@ -16,7 +16,7 @@ st.markdown(f"{len(rows)} rated answer(s): {up} :material/thumb_up:, {len(rows) 
 if rows:
     st.dataframe([{**r, "cards": ", ".join(r["cards"])} for r in rows], hide_index=True,
                  column_order=["updated", "rating", "comment", "question", "cards", "source", "answer_id"])
-    st.download_button("Export CSV", shared.feedback_store().export_csv(), "jaxmem-feedback.csv", "text/csv",
+    st.download_button("Export CSV", shared.services().feedback_store.export_csv(), "jaxmem-feedback.csv", "text/csv",
                        on_click="ignore", icon=":material/download:")
 
 st.subheader("Index")
@@ -36,6 +36,15 @@ if info:
                 f"Store: {info.get('location')} (collection `{info.get('collection')}`)")
 elif info is None:
     st.warning("No index yet: it is built on the first question.")
+st.subheader("Verification queue")
+try:
+    for q in shared.services().queues():
+        st.markdown(f"`{q['queue']}` on {q['where']}: {q['waiting_or_running']} waiting or running "
+                    f"({q.get('slots', '?')} at a time)" + (f" · {q['note']}" if q.get("note") else ""))
+except Exception as exc:
+    shared.show_error(exc, "read the verification queue")
+st.caption("Running your own code: " + ("on (in the sandbox)" if shared.services().user_code
+                                        else "off (JAXMEM_USER_CODE=false); static review always works"))
 st.subheader("JAX on this server")
 rt = shared.runtime()
 st.markdown(f"JAX {rt['jax']} · backend `{rt['backend']}` · devices: {', '.join(rt['devices']) or 'none'}")

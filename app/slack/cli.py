@@ -6,8 +6,7 @@ import socket
 
 import click
 
-from app.cli import friendly
-from ingest.errors import UsageError
+from ingest.errors import UsageError, friendly
 
 
 @click.command("slack")
@@ -29,19 +28,21 @@ def command(http_mode: bool, port: int, host: str, no_warm: bool, verbose: bool)
 
     Example: SLACK_BOT_TOKEN=xoxb-... SLACK_APP_TOKEN=xapp-... jaxmem slack
     """
+    from app.services import Services
     from app.slack.app import build_app
     from app.slack.config import SlackConfig
     from app.slack.flows import Bot
-    from app.slack.services import Services
+    from ingest.config import Settings
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     mode = "http" if http_mode else "socket"
-    config = SlackConfig()
+    settings = Settings()  # read once, here; everything below gets it
+    config = SlackConfig.from_settings(settings)
     config.check(mode)  # before minutes of model loading, fail on a missing token
     if http_mode:
         _check_port(host, port)
-    bot = Bot(Services())
+    bot = Bot(Services(settings))
     if not no_warm:
         click.echo("loading the knowledge base...", err=True)
         bot.services.warm()

@@ -1,28 +1,26 @@
-"""Slack credentials and endpoints, read from the environment when asked for (never at import)."""
+"""Slack credentials and endpoints: the Slack part of the settings (`ingest.config.Settings`,
+SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN, SLACK_API_URL), checked for a mode."""
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ingest.config import Settings
 from ingest.errors import UsageError
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
 
-def _env(name: str) -> str | None:
-    return os.environ.get(name) or None
-
-
 @dataclass(kw_only=True)
 class SlackConfig:
-    bot_token: str | None = field(default_factory=lambda: _env("SLACK_BOT_TOKEN"))
-    """SLACK_BOT_TOKEN: the bot's `xoxb-` token, for every Web API call."""
-    signing_secret: str | None = field(default_factory=lambda: _env("SLACK_SIGNING_SECRET"))
-    """SLACK_SIGNING_SECRET: verifies that HTTP requests come from Slack (HTTP mode only)."""
-    app_token: str | None = field(default_factory=lambda: _env("SLACK_APP_TOKEN"))
-    """SLACK_APP_TOKEN: the app-level `xapp-` token with connections:write (Socket Mode only)."""
-    api_url: str = field(default_factory=lambda: _env("SLACK_API_URL") or DEFAULT_API_URL)
-    """SLACK_API_URL: Web API base URL; tests point it at a local stand-in server."""
+    bot_token: str | None = None
+    signing_secret: str | None = None
+    app_token: str | None = None
+    api_url: str = DEFAULT_API_URL
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "SlackConfig":
+        return cls(bot_token=settings.secret("slack_bot_token"), signing_secret=settings.secret("slack_signing_secret"),
+                   app_token=settings.secret("slack_app_token"), api_url=settings.slack_api_url)
 
     def check(self, mode: str) -> None:
         """Raise a UsageError naming every missing or malformed variable for `mode` (http|socket)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ from app.slack import render
 from app.slack.dedupe import SeenCache
 from app.slack.history import thread_turns
 from app.slack.post import NOT_WRITABLE, ChannelRateLimiter, Poster, slack_error
-from app.slack.services import Services
+from app.services import Services
 from ingest.errors import JaxmemError, UsageError
 
 log = logging.getLogger("jaxmem.slack")
@@ -114,8 +115,7 @@ def reply_to_command(bot: Bot, client, respond, *, channel: str, user: str, kind
         elif kind == "review":
             messages = render.findings_messages(bot.services.review(arg), lang, asker=user)
         else:
-            record, summary = bot.services.verify(arg)
-            messages = render.verify_messages(arg, record, summary, bot.services.settings.card_url(arg))
+            return verify_in_channel(bot, client, respond, channel=channel, user=user, arg=arg)
     except Exception as exc:
         respond(response_type="ephemeral", **_failure(lang, exc, f"run /jaxmem {kind}")[0])
         return
@@ -130,13 +130,71 @@ def reply_to_command(bot: Bot, client, respond, *, channel: str, user: str, kind
             respond(response_type="in_channel", text=msg["text"], blocks=msg["blocks"])
 
 
+PROGRESS_EVERY_S = 2.0  # chat.update of the placeholder at most this often (Slack's per-workspace tier)
+
+
+def verify_in_channel(bot: Bot, client, respond, *, channel: str, user: str, arg: str) -> None:
+    """`/jaxmem verify TOPIC` or `/jaxmem verify` + a ``` block: a placeholder in the channel shows
+    the queue position and progress, then becomes the result. Mistakes and refusals (unknown
+    topic, user code switched off, the user's allowance used up) go only to the user."""
+    fenced = _FENCED.search(arg)
+    code = fenced.group(1) if fenced else None
+    if code is not None and (tag := _LANG_TAG.match(code)):
+        code = code[tag.end():]  # the user's own line numbers: the fence's tag line is not code
+    what = "your script" if fenced else f"`{arg}`"
+    try:
+        if code is None and arg not in bot.services.verify_topics():
+            bot.services.verify_card(arg)  # raises the UsageError that lists the valid topics
+        if code is not None and not bot.services.user_code:
+            bot.services.run_script(code)  # raises the UsageError that says it is switched off
+        bot.services.allowance.check(user)
+    except Exception as exc:
+        respond(response_type="ephemeral", **_failure("en", exc, "run /jaxmem verify")[0])
+        return
+    try:
+        placeholder = bot.poster.post(client, channel, **render.status(f":hourglass_flowing_sand: Verifying {what}…"))
+    except Exception as exc:
+        if slack_error(exc) not in NOT_WRITABLE:
+            raise
+        placeholder = {}  # not in this channel: no progress, the result comes through response_url
+    ts, last = placeholder.get("ts"), {"at": 0.0, "stage": None, "position": None}
+
+    def show(progress) -> None:
+        now = time.monotonic()
+        changed = progress.stage != last["stage"] or progress.position != last["position"]
+        if not ts or (not changed and now - last["at"] < PROGRESS_EVERY_S) or progress.stage == "done":
+            return
+        last.update(at=now, stage=progress.stage, position=progress.position)
+        try:
+            bot.poster.update(client, channel, ts, **render.progress_message(what, progress))
+        except Exception:  # progress is cosmetic; the result still comes
+            log.warning("updating the verification placeholder failed", exc_info=True)
+
+    try:
+        if code is not None:
+            messages = render.script_messages(bot.services.run_script(code, on_progress=show, who=user), asker=user)
+        else:
+            evidence = bot.services.verify_card(arg, on_progress=show, who=user)
+            messages = render.verify_messages(evidence, bot.services.settings.card_url(arg), asker=user)
+    except Exception as exc:
+        messages = _failure("en", exc, "run /jaxmem verify")
+        if not ts:
+            respond(response_type="ephemeral", **messages[0])
+            return
+    if ts:
+        bot.poster.deliver(client, channel, messages, placeholder_ts=ts)
+        return
+    for msg in messages:
+        respond(response_type="in_channel", text=msg["text"], blocks=msg["blocks"])
+
+
 def record_feedback(bot: Bot, client, *, rating: str, value: str, channel: str, user: str,
                     thread_ts: str | None) -> None:
     lang = "en"
     try:
         data = render.parse_feedback_value(value)
         lang = data["lang"]
-        bot.services.feedback(data["answer_id"], rating, question=data["question"], cards=data["cards"])
+        bot.services.feedback(data["answer_id"], rating, source="slack", question=data["question"], cards=data["cards"])
         text = render.t(lang, "thanks")
     except Exception as exc:
         text = _failure(lang, exc, "save feedback")[0]["text"]

@@ -123,26 +123,50 @@ def findings_messages(findings: list[dict], lang: str = "en", asker: str | None 
     return _messages(split_text("\n".join(lines)), [], head)
 
 
-def verify_messages(topic: str, record: dict, summary: str, card_url: str) -> list[dict]:
-    verdict = record.get("verdict", "?")
+def verify_messages(evidence, card_url: str, asker: str | None = None) -> list[dict]:
+    """A card's verification (an `Evidence`): verdict, summary, one line per metric."""
+    verdict = evidence.verdict or "?"
     icon = {"confirmed": ":white_check_mark:", "not confirmed": ":x:"}.get(verdict, ":grey_question:")
-    lines = [f"{icon} *{escape(topic)}*: {escape(verdict)}", escape(summary)]
-    for m in record.get("metrics", [])[:12]:
-        lines.append(f"• {escape(_metric_line(m, record.get('backend')))}")
-    origin = f" · {record['origin']}" if record.get("origin") else ""
-    return _messages(split_text("\n".join(lines)), [context(f"{link(card_url, topic)}{origin}")])
+    lines = [f"{icon} *{escape(evidence.topic)}*: {escape(verdict)}", escape(evidence.summary)]
+    lines += [f"• {escape(_metric_line(m, evidence.backend))}" for m in evidence.metrics[:12]]
+    about = [link(card_url, evidence.topic), evidence.origin]
+    if evidence.node:
+        about.append(f"ran on {evidence.node}")
+    if asker:
+        about.append(f"for <@{asker}>")
+    return _messages(split_text("\n".join(lines)), [context(" · ".join(escape(a) if i else a for i, a in enumerate(about)))])
 
 
-def _metric_line(m: dict, backend: str | None) -> str:
+def script_messages(run, asker: str | None = None) -> list[dict]:
+    """A user's script run in the sandbox (a `ScriptRun`): counts, and the lines that sync."""
+    icon = ":white_check_mark:" if run.ok else ":x:"
+    lines = [f"{icon} {escape(run.summary)}"]
+    lines += [f"• line {s['line']}: `{escape(str(s.get('source') or ''))}` synced {s['count']}x"
+              for s in run.host_sync_lines[:10] if s.get("line")]
+    about = [f"isolation: {run.isolation}"] + ([f"ran on {run.node}"] if run.node else []) + (
+        [f"for <@{asker}>"] if asker else [])
+    return _messages(split_text("\n".join(lines)), [context(" · ".join(about))])
+
+
+def progress_message(what: str, progress) -> dict:
+    """The placeholder of a running verification: queued with its place, or how far it got."""
+    if progress.stage == "queued":
+        text = f":hourglass_flowing_sand: Verifying {what}: waiting in the queue, {progress.position} ahead"
+    else:
+        done = f" ({progress.done}/{progress.total} runs)" if progress.total else ""
+        text = f":hourglass_flowing_sand: Verifying {what}: {progress.message}{done}"
+    return status(escape(text))
+
+
+def _metric_line(m, backend: str | None) -> str:
     from evaluators.verify.metrics import METRICS, format_value
     from evaluators.verify.verdicts import NOT_MEASURABLE
 
-    label = m.get("label") or m.get("metric")
-    if m.get("verdict") == NOT_MEASURABLE:
-        return f"{label}: not measurable on {backend} (needs {' or '.join(m.get('backends') or ['another backend'])})"
-    metric = METRICS.get(m.get("metric"))
-    before, after = (format_value(metric, m.get(k)) if metric else str(m.get(k)) for k in ("before", "after"))
-    return f"{label}: {before} → {after} ({m.get('verdict')})"
+    if m.verdict == NOT_MEASURABLE:
+        return f"{m.label}: not measurable on {backend} (needs {' or '.join(m.backends or ['another backend'])})"
+    metric = METRICS.get(m.metric)
+    before, after = (format_value(metric, v) if metric else str(v) for v in (m.before, m.after))
+    return f"{m.label}: {before} → {after} ({m.verdict})"
 
 
 def error_message(lang: str, message: str, hint: str = "") -> list[dict]:

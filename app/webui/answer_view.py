@@ -4,7 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app.answer import Answer
-from app.pages import evidence, shared
+from evaluators.verify.records import Evidence
+from app.webui import evidence, shared
 
 THUMBS = {0: "down", 1: "up"}  # st.feedback("thumbs") returns 0 for down, 1 for up
 
@@ -22,7 +23,7 @@ def show_answer(ans: Answer, answer_id: str) -> None:
         st.caption(f"Note: {note}")
     st.markdown(ans.answer)
     if ans.findings:
-        from app.pages.review_view import findings_table
+        from app.webui.review_view import findings_table
 
         with st.expander(f":material/bug_report: {len(ans.findings)} finding(s) in the pasted code"):
             findings_table(ans.findings)
@@ -33,14 +34,15 @@ def show_answer(ans: Answer, answer_id: str) -> None:
                         f"[open the card]({c.url})")
             if c.sources:
                 st.markdown("Sources:\n" + "\n".join(f"- {s}" for s in c.sources))
-            evidence.section(c.card, c.evidence, key=f"verify-{answer_id}-{c.card}")
+            stored = Evidence({"topic": c.card, **c.evidence}) if c.evidence else None
+            evidence.section(c.card, stored, key=f"verify-{answer_id}-{c.card}")
     if ans.timings_ms:
         st.caption(f"Answered in {ans.timings_ms.get('total', 0):.0f} ms · {ans.composer} composer")
     _feedback(ans, answer_id)
 
 
 def _feedback(ans: Answer, answer_id: str) -> None:
-    store = shared.feedback_store()
+    services = shared.services()
     cards = [c.card for c in ans.citations] or list(ans.closest)
     rated, saved, failed = f"fb-{answer_id}", f"fb-saved-{answer_id}", f"fb-error-{answer_id}"
 
@@ -49,7 +51,7 @@ def _feedback(ans: Answer, answer_id: str) -> None:
         if rating is None:
             return None
         try:
-            store.record(answer_id, rating, comment, source="web", question=ans.question, cards=cards)
+            services.feedback(answer_id, rating, comment=comment, source="web", question=ans.question, cards=cards)
         except Exception as exc:  # shown in the page; a full disk must not end the chat
             return exc
         st.session_state[saved] = rating

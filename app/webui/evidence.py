@@ -1,112 +1,97 @@
 """Verifier evidence for a cited card: stored records drawn as before/after bars, and a button that
-runs the card's snippet pair on this machine. The verifier does the work; this only draws it."""
+runs the card's snippet pair through the service layer (this machine's queue, or the cluster).
+The verifier does the work; this only draws it."""
 from __future__ import annotations
 
 import html
 import queue
-import re
 from concurrent.futures import ThreadPoolExecutor
 
 import streamlit as st
 
-from app.pages import shared
-from ingest.config import Settings
+from app.webui import shared
 
 
 @st.cache_data(ttl=60, show_spinner=False)
 def pair_topics() -> set[str]:
     """Topics with a runnable snippet pair; empty (and logged) when the pairs cannot be read."""
     try:
-        from evaluators.verify.api import pairs
-
-        return {p.topic for p in pairs(Settings()).values()}
+        return set(shared.services().verify_topics())
     except Exception:  # a broken manifest hides the button; `jaxmem corpus check` names the file
         shared.log.exception("reading snippet pairs failed")
         return set()
 
 
-def section(topic: str, stored: dict | None, key: str) -> None:
-    """Evidence for one cited card: this session's run if any, else the stored record."""
+def section(topic: str, stored, key: str) -> None:
+    """Evidence for one cited card: this session's run if any, else the stored Evidence."""
     runs = st.session_state.setdefault("verified", {})
     if topic in pair_topics() and st.button("Verify on this machine", key=key, icon=":material/science:"):
-        record = _run(topic)
-        if record is not None:
-            runs[topic] = record
-    record = runs.get(topic) or stored
-    if record:
-        show_record(record)
+        evidence = _run(topic)
+        if evidence is not None:
+            runs[topic] = evidence
+    evidence = runs.get(topic) or stored
+    if evidence:
+        show_record(evidence)
     elif topic in pair_topics():
         st.caption("No stored evidence for this card yet: verify it on this machine.")
 
 
-def _run(topic: str) -> dict | None:
-    from evaluators.verify.api import verify_topic
-
-    with st.status(f"Verifying {topic} on this machine...", expanded=True) as status:
+def _run(topic: str):
+    with st.status(f"Verifying {topic}...", expanded=True) as status:
         try:
-            opts = shared.verify_options()
-            bar = st.progress(0.0, text="measuring the empty-snippet baseline")
-            messages: queue.Queue[str] = queue.Queue()
-            # The verifier may report from its worker threads, which cannot draw on the page:
-            # it runs in a thread of its own and this script thread draws its progress.
+            bar = st.progress(0.0, text="waiting for the verifier")
+            updates: queue.Queue = queue.Queue()
+            # The verifier reports from its own threads, which cannot draw on the page: it runs in
+            # a thread of its own and this script thread draws the progress it reports.
             with ThreadPoolExecutor(max_workers=1) as pool:
-                future = pool.submit(verify_topic, topic, repeats=opts["repeats"], fresh=True,
-                                     limits=opts["limits"], progress=messages.put)
-                done = 0
-                while not future.done() or not messages.empty():
+                future = pool.submit(shared.services().verify_card, topic, on_progress=updates.put)
+                while not future.done() or not updates.empty():
                     try:
-                        message = messages.get(timeout=0.2)
+                        p = updates.get(timeout=0.2)
                     except queue.Empty:
                         continue
-                    done += 1
-                    # "<pair>: before 1/3": the verifier may run fewer repeats than asked (exact
-                    # metrics need one), so the total comes from its message when it says one.
-                    runs = re.search(r"/(\d+)$", message)
-                    total = 2 * (int(runs.group(1)) if runs else opts["repeats"])
-                    bar.progress(min(done / total, 1.0), text=message)
-                record = future.result()  # fresh: the button promises a run here, not a cached answer
+                    if p.stage == "queued":
+                        bar.progress(0.0, text=f"waiting in the queue: {p.position} ahead ({p.where})")
+                    else:
+                        bar.progress(p.fraction, text=f"{p.message} ({p.where})" if p.where else p.message)
+                evidence = future.result()  # fresh: the button promises a run, not a cached answer
         except Exception as exc:
             status.update(label=f"Verification of {topic} failed", state="error", expanded=True)
             shared.show_error(exc, f"verify {topic}")
             return None
-        if record.get("verdict") == "error":  # e.g. a snippet run past the time limit: the reason is below
+        if evidence.verdict == "error":  # e.g. a snippet run past the time limit: the reason is below
             status.update(label=f"Verification of {topic} failed", state="error", expanded=False)
         else:
-            status.update(label=f"Verified {topic}: {record['verdict']}", state="complete", expanded=False)
-    return record
+            status.update(label=f"Verified {topic}: {evidence.verdict}", state="complete", expanded=False)
+    return evidence
 
 
-def where(record: dict) -> str:
-    from evaluators.verify.report import where as _where
-
-    return _where(record)
-
-
-def show_record(record: dict) -> None:
+def show_record(evidence) -> None:
     from evaluators.verify.metrics import METRICS, format_value
     from evaluators.verify.verdicts import ERROR, NOT_MEASURABLE
 
-    about = [record.get("origin") or "run in this session", str(record.get("date") or "")[:16].replace("T", " ")]
-    if record.get("repeats"):  # recorded evidence files leave it out
-        about.append(f"{record['repeats']} repeat(s)")
-    st.markdown(f"**Evidence: {record.get('verdict')}** on {where(record)} ({', '.join(a for a in about if a)})")
-    backend = record.get("backend") or "this backend"
-    for m in record.get("metrics", []):
-        metric = METRICS.get(m["metric"])
-        label = m.get("label") or m["metric"]
-        if m["verdict"] == NOT_MEASURABLE:
-            st.info(f"{label}: not measurable on {backend}; needs {' or '.join(m.get('backends') or ['another backend'])}.")
+    about = [evidence.origin, evidence.date[:16].replace("T", " ")]
+    if evidence.repeats:  # recorded evidence files leave it out
+        about.append(f"{evidence.repeats} repeat(s)")
+    if evidence.node:
+        about.append(f"ran on {evidence.node}")
+    st.markdown(f"**Evidence: {evidence.verdict}** on {evidence.where} ({', '.join(a for a in about if a)})")
+    backend = evidence.backend or "this backend"
+    for m in evidence.metrics:
+        metric = METRICS.get(m.metric)
+        if m.verdict == NOT_MEASURABLE:
+            st.info(f"{m.label}: not measurable on {backend}; needs {' or '.join(m.backends or ['another backend'])}.")
             continue
-        if m["verdict"] == ERROR or m.get("before") is None or m.get("after") is None:
-            st.error(f"{label}: {m.get('reason') or 'no measurement'}")
+        if m.verdict == ERROR or m.before is None or m.after is None:
+            st.error(f"{m.label}: {m.reason or 'no measurement'}")
             continue
         fmt = (lambda v: format_value(metric, v)) if metric else str
-        bars(label, m["before"], m["after"], fmt, where(record))
-        st.caption(f"{label}: {fmt(m['before'])} -> {fmt(m['after'])}; expected to {m.get('expect')}: "
-                   f"**{m['verdict']}**" + (f" ({m['reason']})" if m.get("reason") else ""))
-    for err in record.get("errors") or []:
+        bars(m.label, m.before, m.after, fmt, evidence.where)
+        st.caption(f"{m.label}: {fmt(m.before)} -> {fmt(m.after)}; expected to {m.expect}: "
+                   f"**{m.verdict}**" + (f" ({m.reason})" if m.reason else ""))
+    for err in evidence.errors:
         st.error(f"The {err.get('side')} snippet failed: {err.get('error')}")
-    machines = record.get("all_machines") or []
+    machines = evidence.all_machines
     if len(machines) > 1:  # e.g. GPU evidence recorded elsewhere, shown on a CPU server
         st.caption("Evidence by machine kind:\n" + "\n".join(f"- {line}" for line in machines))
 

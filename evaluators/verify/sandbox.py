@@ -1,6 +1,6 @@
 """Run one command in an isolated child process: the parent half of the verifier's isolation.
 
-Two levels, chosen by JAXMEM_SANDBOX:
+Two levels (the setting JAXMEM_SANDBOX chooses; see `runner.isolation_for`):
 
 - `bwrap` (default): the child runs in bubblewrap's namespaces: its own network (loopback only,
   nothing of the host's), PID namespace (when the run ends every descendant dies, whatever
@@ -100,20 +100,11 @@ class Limits:
 
 
 # ---- the bubblewrap sandbox ---------------------------------------------------------------------
-SANDBOXES = ("bwrap", "process")
-SANDBOX_ENV = "JAXMEM_SANDBOX"
 SANDBOX_UID = 65534  # "nobody" inside the user namespace
 # Device nodes an accelerator backend opens. Passed through only where they exist (GPU/TPU hosts),
 # together with a read-only /sys, which the CUDA and TPU runtimes read for the PCI topology.
 DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*", "/dev/kfd", "/dev/accel*", "/dev/vfio/*")
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
-
-
-def sandbox_setting() -> str:
-    value = (os.environ.get(SANDBOX_ENV) or "bwrap").strip().lower()
-    if value not in SANDBOXES:
-        raise ValueError(f"{SANDBOX_ENV}={value!r} is not a sandbox; valid: {', '.join(SANDBOXES)}")
-    return value
 
 
 def python_paths() -> list[Path]:

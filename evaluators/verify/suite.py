@@ -6,6 +6,7 @@ import statistics
 import threading
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from evaluators.verify.manifest import Pair
@@ -15,7 +16,29 @@ from evaluators.verify.sandbox import Limits
 from evaluators.verify.store import cache_key
 from evaluators.verify.verdicts import judge_metric, overall
 
-Progress = Callable[[str], None]
+@dataclass(frozen=True)
+class Step:
+    """One child run about to start: the verifier's progress, for bars and logs."""
+
+    pair: str
+    side: str       # "baseline", "before", "after"
+    run: int        # 1-based
+    runs: int       # runs of this side in all (exact metrics need one, noisy ones `repeats`)
+
+    @property
+    def done(self) -> int:
+        """Child runs finished before this one, of the pair's 2 x runs."""
+        return 2 * (self.run - 1) + (self.side == "after")
+
+    @property
+    def total(self) -> int:
+        return 2 * self.runs
+
+    def __str__(self) -> str:
+        return f"{self.pair}: {self.side} {self.run}/{self.runs}"
+
+
+Progress = Callable[[Step], None]
 
 
 class Baselines:
@@ -52,8 +75,8 @@ def device_of(runs: list[SnippetRun]) -> dict:
 
 
 def verify_pair(pair: Pair, *, repeats: int, limits: Limits, baselines: Baselines,
-                progress: Progress | None = None) -> dict:
-    baseline = baselines.get(pair.env)
+                progress: Progress | None = None, isolation: str | None = None) -> dict:
+    baseline = baselines.get(pair.env, isolation)
     if not baseline.ok:
         raise RuntimeError(f"the empty-snippet baseline failed, so nothing can be measured: {baseline.error}")
     before: list[SnippetRun] = []
@@ -66,9 +89,9 @@ def verify_pair(pair: Pair, *, repeats: int, limits: Limits, baselines: Baseline
     for i in range(n_runs):
         for side, path, side_runs in (("before", pair.before, before), ("after", pair.after, after)):
             if progress:
-                progress(f"{pair.id}: {side} {i + 1}/{n_runs}")
+                progress(Step(pair.id, side, i + 1, n_runs))
             side_runs.append(run_snippet(path, entry=pair.entry, env=pair.env, limits=limits,
-                                         baseline=baseline))
+                                         baseline=baseline, isolation=isolation))
         if not (before[-1].ok and after[-1].ok):
             break   # an error will not go away on a repeat; do not spend the time
     device = device_of(before + after) or baseline.device
@@ -86,6 +109,7 @@ def verify_pair(pair: Pair, *, repeats: int, limits: Limits, baselines: Baseline
         "python": platform.python_version(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "repeats": len(before), "verdict": overall(metrics), "metrics": metrics,
+        "isolation": isolation or (before[0].isolation if before else None), "node": platform.node(),
         "info": _info(before, after), "errors": errors,
         "host_sync_lines": {"before": sync_lines(before[0]) if before and before[0].ok else [],
                             "after": sync_lines(after[0]) if after and after[0].ok else []},

@@ -4,7 +4,6 @@ The stand-in only speaks the chat-completions protocol and replays what each tes
 say; the product code is the real langchain-openai client and the real citation check."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import time
@@ -50,12 +49,17 @@ class FakeOpenAI:
 
 @pytest.fixture
 def llm(mini_settings, nano, monkeypatch):
+    from ingest.config import Settings
+
     fake = FakeOpenAI()
     monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("JAXMEM_LLM_TIMEOUT", "2")
+    monkeypatch.setenv("JAXMEM_LLM", "openai/test-model")
     ingest(mini_settings, embeddings=nano, show_progress=False)
-    settings = dataclasses.replace(mini_settings, llm="openai/test-model")
+    # read from the environment, as a front end reads its settings at start-up
+    settings = Settings(data_dir=mini_settings.data_dir, corpus_dir=mini_settings.corpus_dir)
+    assert settings.openai_base_url == fake.url and settings.llm_timeout == 2
     yield fake, Advisor(settings, embeddings=nano)
     fake.server.shutdown()
 
@@ -91,10 +95,11 @@ def test_llm_timeout_falls_back_to_the_offline_answer(llm):
     assert any("LLM composer unavailable" in n for n in ans.notes)
 
 
-def test_unknown_llm_provider_names_the_choices(mini_settings):
-    from app.llm import make_chat_model
-    from ingest.errors import UsageError
+def test_unknown_llm_provider_names_the_choices(mini_settings, monkeypatch):
+    from ingest.config import Settings
+    from ingest.errors import ConfigError
 
-    with pytest.raises(UsageError) as err:
-        make_chat_model("gpt4all/x")
-    assert "'gpt4all/x'" in err.value.message and "openai/<model>" in err.value.message
+    monkeypatch.setenv("JAXMEM_LLM", "gpt4all/x")
+    with pytest.raises(ConfigError) as err:
+        Settings()
+    assert "JAXMEM_LLM='gpt4all/x'" in err.value.message and "openai/<model>" in err.value.message

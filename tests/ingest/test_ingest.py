@@ -175,14 +175,13 @@ def test_other_backend_is_refused_with_a_reingest_hint(mini_settings, nano):
 @pytest.mark.slow
 def test_sentence_transformers_backend_offline(mini_settings):
     """The second backend, with the MiniLM model that ships in a package (no download)."""
-    import dataclasses
 
     from app.advisor import Advisor
     from ingest.embed import make_embeddings
 
     st = make_embeddings("minilm")
     assert st.name == "st/all-MiniLM-L6-v2" and st.dim == 384
-    settings = dataclasses.replace(mini_settings, embeddings="minilm")
+    settings = mini_settings.model_copy(update={"embeddings": "minilm"})
     stats = ingest(settings, show_progress=False)
     assert stats["backend"] == st.name
     ans = Advisor(settings, embeddings=st).ask("How do I donate buffers with jax.jit?", mode="dense")

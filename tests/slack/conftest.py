@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -50,23 +51,32 @@ class BotServer:
     app: object
 
 
-@pytest.fixture(scope="module")
-def bot_server(standin, slack_settings, nano):
+@contextmanager
+def running_bot(standin, settings, nano):
+    """The real Bolt app in HTTP mode on a free port, with `settings`, against the stand-in."""
     from app.advisor import Advisor
+    from app.services import Services
     from app.slack.app import build_app
     from app.slack.config import SlackConfig
     from app.slack.flows import Bot
     from app.slack.server import make_server, serve_in_thread
-    from app.slack.services import Services
 
-    bot = Bot(Services(slack_settings, advisor=Advisor(slack_settings, embeddings=nano)))
+    bot = Bot(Services(settings, advisor=Advisor(settings, embeddings=nano)))
     bot.services.warm()
     app = build_app(SlackConfig(bot_token="xoxb-test-token", signing_secret=SECRET, api_url=standin.url), bot)
     server = make_server(app, "127.0.0.1", 0)
     serve_in_thread(server)
-    yield BotServer(f"http://127.0.0.1:{server.server_address[1]}/slack/events", bot, app)
-    server.shutdown()
-    server.server_close()
+    try:
+        yield BotServer(f"http://127.0.0.1:{server.server_address[1]}/slack/events", bot, app)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def bot_server(standin, slack_settings, nano):
+    with running_bot(standin, slack_settings, nano) as server:
+        yield server
 
 
 @pytest.fixture
@@ -127,9 +137,9 @@ def message(standin: SlackStandIn, channel: str, text: str, *, channel_type: str
             "channel_type": channel_type, "event_ts": ts, **({"thread_ts": thread_ts} if thread_ts else {})}
 
 
-def send_command(url: str, text: str, channel: str, response_url: str, **kw) -> Reply:
+def send_command(url: str, text: str, channel: str, response_url: str, user: str = "UHUMAN01", **kw) -> Reply:
     body = urlencode({"token": "legacy", "team_id": TEAM, "team_domain": "test", "channel_id": channel,
-                      "channel_name": "jax", "user_id": "UHUMAN01", "user_name": "ada", "command": "/jaxmem",
+                      "channel_name": "jax", "user_id": user, "user_name": "ada", "command": "/jaxmem",
                       "text": text, "api_app_id": "AJAXMEM", "response_url": response_url,
                       "trigger_id": "1337.42." + uuid.uuid4().hex[:8]})
     return post(url, body, "application/x-www-form-urlencoded", **kw)

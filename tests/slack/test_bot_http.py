@@ -144,9 +144,12 @@ def test_slash_command_review_posts_findings(bot_server, standin, channel):
 
 
 def test_slash_command_mistakes_get_usage_and_nothing_is_posted(bot_server, standin, channel):
-    reply = send_command(bot_server.url, "verify no-such-topic", channel, standin.response_url("v"))
-    assert reply.status == 200 and "`no-such-topic` is not a topic with snippets" in reply.body
-    assert "Valid topics" in reply.body
+    reply = send_command(bot_server.url, "verify", channel, standin.response_url("v"))
+    assert reply.status == 200 and "Name a topic" in reply.body
+    # an unknown topic is found after the ack (which reads no corpus) and told to the user only
+    send_command(bot_server.url, "verify no-such-topic", channel, standin.response_url(channel))
+    (call,) = standin.wait_for(lambda: [c for c in standin.of("response_url") if c.params["name"] == channel])
+    assert call.params["response_type"] == "ephemeral" and "Valid topics" in json.dumps(call.params)
     reply = send_command(bot_server.url, "review no code here", channel, standin.response_url("r"))
     assert "Paste the code in a ``` block" in reply.body
     time.sleep(1.0)

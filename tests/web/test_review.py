@@ -111,13 +111,28 @@ def test_nothing_to_review_says_so(review):
     assert any("Nothing to review" in w.value for w in review.main.warning)
 
 
+def test_running_user_code_is_off_by_default(review):
+    assert not [c for c in review.checkbox if c.key == "run"]
+    assert "Running your code is switched off" in texts(review)
+
+
+@pytest.fixture
+def user_code_on(monkeypatch):
+    """The operator's switch (JAXMEM_USER_CODE=true), on the process's one service layer."""
+    from app.webui import shared
+
+    monkeypatch.setattr(shared.services().settings, "user_code", True)
+
+
 @pytest.mark.slow
-def test_run_counts_transfers_and_syncs_by_line(review):
+def test_run_counts_transfers_and_syncs_by_line(review, user_code_on):
+    review.run()
     review.text_area(key="paste").input(TRAIN)
     review.checkbox(key="run").check()
     press_review(review)
     run = review.session_state["review"]["runs"]["<pasted>"]
     assert run["ok"], run.get("error")
+    assert run["isolation"] == "bwrap"
     assert run["host_syncs"] >= 20 and any(s["line"] == 13 and s["count"] >= 20 for s in run["host_sync_lines"])
     sync = next(f for f in findings(review) if f["code"] == "JM101")
     assert sync["measured"]["host_syncs_at_line"] >= 20

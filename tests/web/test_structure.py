@@ -9,7 +9,7 @@ import pytest
 from tests.web.helpers import SWEDISH_QUESTION, ask
 
 APP = Path(__file__).resolve().parents[2] / "app"
-FRONT_END = [APP / "web.py", APP / "web_cli.py", *sorted((APP / "pages").glob("*.py"))]
+FRONT_END = [APP / "web.py", APP / "web_cli.py", *sorted((APP / "pages").glob("*.py")), *sorted((APP / "webui").glob("*.py"))]
 # The advisor is the front end's only way to the index; Chroma stays behind ingest.store.
 FORBIDDEN = ("chromadb", "langchain_chroma", "langchain_core.vectorstores")
 
@@ -35,7 +35,7 @@ def test_heavy_objects_are_built_once_per_process(web_env, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from app.advisor import Advisor
-    from app.pages import shared
+    from app.webui import shared
     from tests.web.helpers import ENTRY
 
     built = []
@@ -46,7 +46,7 @@ def test_heavy_objects_are_built_once_per_process(web_env, monkeypatch):
         real_init(self, *args, **kwargs)
 
     monkeypatch.setattr(Advisor, "__init__", counting_init)
-    shared.advisor.clear()
+    shared.services.clear()
     for _ in range(2):  # two browser sessions, several reruns each
         at = AppTest.from_file(str(ENTRY), default_timeout=180)
         at.run()

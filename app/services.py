@@ -1,0 +1,191 @@
+"""The one service layer both front ends (web pages, Slack handlers) call: answers, code review,
+verification, feedback. Built once per process from one `Settings`; everything heavy is built on
+first use (or by `warm()` at start-up), never at import.
+
+Handlers and pages stay thin: they call these methods and draw what comes back. Verification
+goes through the verifier (`evaluators.verify.jobs`): this machine's queue, or a Ray cluster
+when JAXMEM_RAY_ADDRESS is set. User code runs only when JAXMEM_USER_CODE allows it, in the
+sandbox, with a per-user allowance for Slack users.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict, deque
+from functools import cached_property
+
+from app.answer import Answer, Turn
+from ingest.config import Settings
+from ingest.errors import UsageError
+
+log = logging.getLogger("jaxmem.services")
+
+USER_CODE_OFF = ("Running your own code is switched off on this server (JAXMEM_USER_CODE=false); "
+                 "static review of the code works.")
+USER_CODE_HINT = "The operator can enable it with JAXMEM_USER_CODE=true (runs in the sandbox: README, Security)."
+
+
+class Allowance:
+    """At most `per_hour` runs per user in any hour, and one at a time (Slack's per-user limit)."""
+
+    def __init__(self, per_hour: int):
+        self.per_hour = per_hour
+        self._runs: dict[str, deque[float]] = defaultdict(deque)
+        self._busy: set[str] = set()
+        self._lock = threading.Lock()
+
+    def check(self, who: str) -> None:
+        """Raise the UsageError `take` would raise, without taking anything."""
+        with self._lock:
+            self._refusal(who, time.monotonic())
+
+    def take(self, who: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._refusal(who, now)
+            self._runs[who].append(now)
+            self._busy.add(who)
+
+    def _refusal(self, who: str, now: float) -> None:
+        """Raise why `who` may not start a run now (the caller holds the lock)."""
+        runs = self._runs[who]
+        while runs and now - runs[0] > 3600:
+            runs.popleft()
+        if who in self._busy:
+            raise UsageError("you already have a verification running or waiting.",
+                             "Wait for its result; then start the next one.")
+        if len(runs) >= self.per_hour:
+            wait_min = max(1, int((3600 - (now - runs[0])) / 60) + 1) if runs else 60
+            raise UsageError(f"you have started {len(runs)} verification(s) in the last hour; the limit is "
+                             f"{self.per_hour} (JAXMEM_SLACK_USER_RUNS).", f"Try again in about {wait_min} min.")
+
+    def release(self, who: str) -> None:
+        with self._lock:
+            self._busy.discard(who)
+
+
+class Services:
+    def __init__(self, settings: Settings | None = None, advisor=None, verifier=None):
+        self.settings = settings or Settings()
+        self._advisor, self._verifier = advisor, verifier
+        # One answer at a time per process: on a small machine two concurrent model passes only
+        # make both slower, and the embedder is not documented as thread-safe.
+        self._ask_lock = threading.Lock()
+        self.allowance = Allowance(self.settings.slack_user_runs)
+
+    # ---- answers ------------------------------------------------------------------------------
+    @cached_property
+    def advisor(self):
+        if self._advisor is not None:
+            return self._advisor
+        from app.advisor import Advisor
+        from ingest.pipeline import ensure_index
+
+        built = ensure_index(self.settings, show_progress=False)
+        if built:
+            log.info("built the index: %s chunks from %s cards", built.get("chunks"), built.get("cards"))
+        return Advisor(self.settings)
+
+    def warm(self) -> None:
+        """Load the model, the index and the language models before the first question."""
+        with self._ask_lock:
+            self.advisor.warm()
+            self.advisor.ask("How do I stop JAX preallocating GPU memory?")
+
+    def ask(self, question: str, history: list[Turn] | None = None) -> Answer:
+        with self._ask_lock:
+            return self.advisor.ask(question, history=history or [])
+
+    def language(self, text: str) -> str:
+        from app.language import detect
+
+        return detect(text)[0]
+
+    def index_status(self) -> dict | None:
+        return self.advisor.store.info()
+
+    # ---- review -------------------------------------------------------------------------------
+    def review(self, text: str) -> list[dict]:
+        """Findings for the fenced code in `text` (or `text` itself when it is code), as dicts."""
+        from evaluators.review.api import review_question
+
+        return [f.to_dict() for f in review_question(text, card_url=self.settings.card_url)]
+
+    # ---- verification -------------------------------------------------------------------------
+    @cached_property
+    def verifier(self):
+        if self._verifier is not None:
+            return self._verifier
+        from evaluators.verify.jobs import LocalVerifier
+
+        return LocalVerifier(self.settings)
+
+    def verify_topics(self) -> list[str]:
+        from evaluators.verify.api import pairs
+
+        return sorted({p.topic for p in pairs(self.settings).values()})
+
+    def verify_card(self, topic: str, *, on_progress=None, who: str | None = None):
+        """Run a card's snippet pair (fresh) and return its Evidence. Unknown topics raise a
+        UsageError listing the valid ones."""
+        from evaluators.verify.jobs import Request
+
+        valid = self.verify_topics()
+        if topic not in valid:
+            raise UsageError(f"no snippet pair to verify for topic {topic!r}.",
+                             f"Valid topics: {', '.join(valid) or '(none in this corpus)'}.")
+        return self._run(Request("card", topic=topic, **self._limits()), on_progress, who)
+
+    @property
+    def user_code(self) -> bool:
+        return self.settings.user_code
+
+    def run_script(self, source: str, *, on_progress=None, who: str | None = None):
+        """Run a user's script in the sandbox and return its ScriptRun; refused unless enabled."""
+        from evaluators.verify.jobs import Request
+
+        if not self.settings.user_code:
+            raise UsageError(USER_CODE_OFF, USER_CODE_HINT)
+        if not source.strip():
+            raise UsageError("there is no code to run.", "Paste a Python script (a ``` block in Slack).")
+        return self._run(Request("script", source=source, **self._limits()), on_progress, who)
+
+    def queues(self) -> list[dict]:
+        return self.verifier.queues()
+
+    def evidence(self, topic: str):
+        """The newest stored Evidence of a card (any machine), or None."""
+        from evaluators.verify.api import evidence_summaries, latest_evidence
+        from evaluators.verify.records import Evidence
+
+        record = latest_evidence(topic, self.settings)
+        if record is None:
+            return None
+        return Evidence({**record, "all_machines": evidence_summaries(topic, self.settings)})
+
+    def _limits(self) -> dict:
+        from evaluators.verify.api import options
+
+        opts = options(self.settings)
+        return {"limits": opts["limits"], "repeats": opts["repeats"]}
+
+    def _run(self, request, on_progress, who: str | None):
+        if who is not None:  # a Slack user: the per-user allowance applies
+            self.allowance.take(who)
+        try:
+            return self.verifier.run(request, on_progress)
+        finally:
+            if who is not None:
+                self.allowance.release(who)
+
+    # ---- feedback -----------------------------------------------------------------------------
+    @cached_property
+    def feedback_store(self):
+        from app.feedback import FeedbackStore
+
+        return FeedbackStore.default(self.settings)
+
+    def feedback(self, answer_id: str, rating: str, *, source: str, question: str = "", cards=(),
+                 comment: str | None = None) -> None:
+        self.feedback_store.record(answer_id, rating, comment, source=source, question=question, cards=list(cards))
