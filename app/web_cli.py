@@ -1,8 +1,8 @@
 """`jaxmem web`: start the Streamlit chat on 127.0.0.1 (loaded lazily by app/cli.py)."""
 from __future__ import annotations
 
+import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -54,8 +54,10 @@ def command(port: int) -> None:
     if built:
         click.echo(f"built the index: {built['chunks']} chunks from {built['cards']} cards in {built['seconds']} s", err=True)
     click.echo(f"jaxmem web: http://{HOST}:{port}  (Ctrl-C stops it)", err=True)
-    try:
-        code = subprocess.call(streamlit_argv(port))
-    except KeyboardInterrupt:
-        code = 0  # Streamlit got the same Ctrl-C and shut down cleanly
-    sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Become the Streamlit server rather than its parent: SIGTERM from a service manager or a
+    # container runtime then reaches the server itself, which shuts down cleanly. (A parent that
+    # died on SIGTERM used to leave Streamlit running, reparented to PID 1, still on its port.)
+    argv = streamlit_argv(port)
+    os.execv(argv[0], argv)

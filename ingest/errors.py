@@ -46,6 +46,22 @@ class ConfigError(JaxmemError):
     exit_code = 2
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, as a service manager or container runtime stops a command: unwinds like Ctrl-C, so
+    every `finally` runs (child process groups are killed, servers closed)."""
+
+
+def exit_on_signals() -> None:
+    """Make SIGTERM unwind the command like Ctrl-C (Python's default would end it on the spot and
+    leave what it started running)."""
+    import signal
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def friendly(fn):
     """Decorator for command functions: library errors become a message and an exit status."""
     import click
@@ -59,9 +75,10 @@ def friendly(fn):
             if exc.hint:
                 click.echo(f"  {exc.hint}", err=True)
             sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("interrupted: the previous index (if any) is still usable; run the command again to finish.", err=True)
-            sys.exit(130)
+        except KeyboardInterrupt as exc:
+            click.echo(f"{'stopped' if isinstance(exc, Terminated) else 'interrupted'}: what was saved stays usable "
+                       "(an index keeps answering); run the command again to finish.", err=True)
+            sys.exit(143 if isinstance(exc, Terminated) else 130)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
         except Exception as exc:  # the last line of defence: no traceback reaches a user

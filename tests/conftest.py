@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import free_port, wait_http  # noqa: F401 - free_port is imported from here by tests
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -79,12 +79,6 @@ def full_advisor(full_index, nano):
     return Advisor(full_index[0], embeddings=nano)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def chroma_server(tmp_path):
     """A real `chroma run` server on loopback, waited for by heartbeat."""
@@ -93,20 +87,11 @@ def chroma_server(tmp_path):
     proc = subprocess.Popen([str(exe), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
                              "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                             env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
-    import urllib.request
-
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
-            break
-        except Exception:
-            if proc.poll() is not None:
-                raise RuntimeError("chroma run exited early")
-            time.sleep(0.3)
-    else:
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/v2/heartbeat", proc, timeout=60)
+    except AssertionError:
         proc.kill()
-        raise RuntimeError("chroma server did not start in 60 s")
+        raise
     yield "127.0.0.1", port
     proc.terminate()
     try:

@@ -359,7 +359,12 @@ def run_isolated(argv: Sequence[str], *, env: Mapping[str, str], limits: Limits 
                 list(argv), cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=err, start_new_session=True, preexec_fn=_preexec(limits, use_rlimit_as, cap),
                 close_fds=True)
-            status, usage, timed_out, mem_exceeded = _wait(proc, start, limits, use_rlimit_as)
+            try:
+                status, usage, timed_out, mem_exceeded = _wait(proc, start, limits, use_rlimit_as)
+            except BaseException:  # Ctrl-C or SIGTERM of the parent: the child's group goes too
+                _kill_group(proc.pid)
+                proc.wait()
+                raise
             wall = time.monotonic() - start
         # Anything the child left running in its group (daemons, pools) goes with it; in the
         # sandbox the PID namespace ended with it already, and the cgroup catches the rest.

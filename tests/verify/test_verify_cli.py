@@ -73,3 +73,63 @@ def test_missing_script_is_a_usage_error(env, tmp_path):
     result = CliRunner().invoke(command, ["--script", str(tmp_path / "nope.py")])
     assert result.exit_code == 2
     assert "does not exist" in result.output and "Traceback" not in result.output
+
+
+def cgroup_here() -> bool:
+    from evaluators.verify.sandbox import TaskCap
+
+    cap = TaskCap(16)
+    try:
+        return cap.path is not None
+    finally:
+        cap.close()
+
+
+SLOW_SCRIPT = '''
+import subprocess, time
+subprocess.Popen(["sleep", "{marker}"], start_new_session=True)  # a grandchild in a session of its own
+print("started", flush=True)
+time.sleep(120)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sandbox", ["bwrap", "process"])
+def test_sigterm_stops_a_running_verification_and_everything_it_started(tmp_path, sandbox, capsys):
+    """`jaxmem verify --script` stopped as a service manager stops it: the script's child processes
+    go too: in the sandbox its PID namespace ends them; without it the run's cgroup does (the
+    grandchild left the process group), where the machine lets us make one."""
+    import os
+    import signal
+    import sys
+    import time
+
+    from tests.helpers import background, running_with
+
+    marker = f"302.{time.time_ns() % 10**9:09d}"
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_SCRIPT.format(marker=marker))
+    env = {**os.environ, "JAXMEM_SANDBOX": sandbox, "JAXMEM_DATA_DIR": str(tmp_path / "data")}
+    log = tmp_path / "verify.log"
+    with background([sys.executable, "-m", "app.cli", "verify", "--script", str(script), "--timeout", "300"],
+                    env=env, log=log) as proc:
+        deadline = time.monotonic() + 60
+        while not running_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert running_with(marker), log.read_text()
+        start = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        stopped = time.monotonic() - start
+        time.sleep(0.3)
+        survivors = running_with(marker)
+    assert proc.returncode == 143 and "stopped" in log.read_text(), log.read_text()[-2000:]
+    if sandbox == "bwrap" or cgroup_here():
+        assert survivors == []
+    else:  # no sandbox, no cgroup: a grandchild in a new session is beyond the group (README: Security)
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
+    assert stopped < 10
+    with capsys.disabled():
+        print(f"\n[shutdown] jaxmem verify --script ({sandbox}): stopped {stopped:.1f} s after SIGTERM; "
+              f"{len(survivors)} process(es) of the script left")

@@ -16,7 +16,8 @@ import pytest
 
 from evaluators.verify.runner import run_snippet
 from evaluators.verify.sandbox import GiB, MiB, Limits, bwrap_problem
-from tests.verify.test_verify_isolation import SECRETS, running_with
+from tests.helpers import running_with
+from tests.verify.test_verify_isolation import SECRETS
 
 pytestmark = pytest.mark.slow
 HOSTILE = Path(__file__).parent / "cases" / "hostile"

@@ -8,6 +8,7 @@ import pytest
 
 from evaluators.verify.runner import run_snippet
 from evaluators.verify.sandbox import GiB, Limits, scrub_env
+from tests.helpers import running_with
 
 SECRETS = {"SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "s3", "OPENAI_API_KEY": "sk-1",
            "AWS_SECRET_ACCESS_KEY": "a", "GITHUB_TOKEN": "g", "MY_SERVICE_PASSWORD": "p",
@@ -44,20 +45,6 @@ def test_snippet_sees_no_secret_of_the_parent(case, monkeypatch):
     assert not [k for k in seen if k.startswith(("SLACK_", "OPENAI_", "AWS_"))]
     assert not set(SECRETS.values()) & set(seen.values())
     assert seen["JAX_TRANSFER_GUARD"] == "log_explicit"
-
-
-def running_with(marker: str, where: str = "cmdline") -> list[int]:
-    """Host pids whose command line (or environment) contains `marker`, zombies excluded."""
-    from pathlib import Path
-
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if marker.encode() in (proc / where).read_bytes() and (proc / "stat").read_text().split()[2] != "Z":
-                found.append(int(proc.name))
-        except (OSError, IndexError):
-            continue
-    return found
 
 
 @pytest.mark.slow

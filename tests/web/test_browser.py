@@ -12,16 +12,14 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from tests.web.helpers import ENTRY, SWEDISH_QUESTION
+from tests.helpers import background, free_port, wait_http
+from tests.web.helpers import SWEDISH_QUESTION
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -34,43 +32,20 @@ START_TIMEOUT_S = 60
 FIRST_LOAD_TIMEOUT_MS = 180_000  # builds the advisor: index check, embedder, language models
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(web_env, tmp_path_factory):
+    """`jaxmem web` as a user starts it; stopped with SIGTERM, as a service manager stops it."""
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: run scripts/install-system-packages.sh (Debian's chromium package)")
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.headless", "true",
-           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",
-           "--server.fileWatcherType", "none"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **web_env},
-                                start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"streamlit did not become healthy in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
-        time.sleep(0.3)
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    with background([sys.executable, "-m", "app.cli", "web", "--port", str(port)], env={**os.environ, **web_env},
+                    log=log) as proc:
+        wait_http(f"{url}/_stcore/health", proc, timeout=START_TIMEOUT_S, expect=b"ok", log=log)
+        yield url
+        os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
     text = log.read_text()
     assert "Traceback" not in text, text[-3000:]
 
@@ -158,3 +133,16 @@ def test_status_page(page):
     page.get_by_role("link", name="Feedback and status").click()
     page.get_by_text("JAX on this server").wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "web-status.png"), full_page=True)
+
+
+@pytest.mark.parametrize("path", ["", "review", "status", "shared", "evidence", "answer_view", "review_view"])
+def test_every_url_opens_inside_the_apps_navigation(page, server, path):
+    """A deep link to a page, or to a module that is no page, keeps the app's navigation and sidebar."""
+    page.goto(f"{server}/{path}")
+    page.get_by_text("Knowledge base").wait_for(timeout=60_000)
+    nav = page.get_by_test_id("stSidebarNav")
+    nav.wait_for()
+    links = sorted(t.strip().splitlines()[-1] for t in nav.get_by_role("link").all_inner_texts())  # after the icon
+    assert links == ["Chat", "Feedback and status", "Review code"], links
+    page.goto(server)  # back to the chat for the tests that follow
+    page.get_by_text("cards on 2 topics").wait_for(timeout=60_000)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -13,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import main
+from tests.helpers import background, free_port, port_open, running_with, wait_http
 
 
 def test_web_is_a_jaxmem_command_with_a_port_option():
@@ -37,26 +37,22 @@ def test_busy_port_is_a_clear_error():
 
 
 @pytest.mark.slow
-def test_jaxmem_web_serves_on_localhost(web_env):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "web", "--port", str(port)],
-                            env={**os.environ, **web_env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    assert r.read().strip() == b"ok"
-                    break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode()
-                assert time.monotonic() < deadline, "jaxmem web did not answer within 60 s"
-                time.sleep(0.3)
+def test_jaxmem_web_serves_on_localhost_and_stops_on_sigterm(web_env, tmp_path, capsys):
+    """Stopped as a service manager or container runtime stops it (SIGTERM to the process it
+    started): within seconds, nothing left serving on the port, no Streamlit left behind."""
+    port = free_port()
+    log = tmp_path / "web.log"
+    with background([sys.executable, "-m", "app.cli", "web", "--port", str(port)], env={**os.environ, **web_env},
+                    log=log) as proc:
+        wait_http(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=60, expect=b"ok", log=log)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
             assert b"<html" in r.read().lower()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        start = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)  # the pid the service manager knows, not its group
         proc.wait(timeout=20)
+        stopped = time.monotonic() - start
+    assert not port_open(port), "something still serves on the port"
+    assert not running_with(f"--server.port\0{port}\0"), "a Streamlit server survived"
+    assert stopped < 10
+    with capsys.disabled():
+        print(f"\n[shutdown] jaxmem web: stopped {stopped:.1f} s after SIGTERM; port {port} closed, no process left")

@@ -1,0 +1,84 @@
+"""Test helpers written once: free ports, waiting for a server, finding processes, a subprocess
+that is always cleaned up, and the import graph of a source file."""
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def wait_http(url: str, proc: subprocess.Popen | None = None, timeout: float = 60, expect: bytes | None = None,
+              log: Path | None = None) -> None:
+    """Wait until `url` answers (with `expect` in the body, when given); fail early if `proc` exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                body = r.read()
+                if expect is None or expect in body:
+                    return
+        except OSError:
+            pass
+        tail = log.read_text()[-3000:] if log and log.exists() else ""
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{proc.args} exited ({proc.returncode}) before {url} answered\n{tail}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not answer within {timeout:g} s\n{tail}")
+        time.sleep(0.3)
+
+
+def running_with(marker: str, where: str = "cmdline") -> list[int]:
+    """Host pids whose command line (or environment) contains `marker`, zombies excluded."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker.encode() in (proc / where).read_bytes() and (proc / "stat").read_text().split()[2] != "Z":
+                found.append(int(proc.name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+@contextmanager
+def background(argv: list[str], *, env: dict, log: Path, cwd: Path | None = None):
+    """A process in its own group, its output in `log`; killed with its group on the way out."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=30)
+
+
+def imports(path: Path) -> set[str]:
+    """Modules a source file imports (absolute names)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
