@@ -67,12 +67,17 @@ def review_source(source: str, filename: str = "<pasted>", *, select: Sequence[s
         raise ReviewError(f"{filename}: internal error while reviewing: {type(exc).__name__}: {exc}") from exc
 
 
-def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Callable[[str], str]) -> list[Finding]:
+def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Callable[[str], str],
+                    notes: list[Note] | None = None) -> list[Finding]:
+    """Findings for a notebook's code cells; cells that are not Python become notes."""
     try:
         nb = notebook.load(text)
     except notebook.NotebookError as exc:
         return [engine.parse_error(path, SyntaxError(f"notebook {exc}"), [], card_url)]
-    findings = engine.check_source(nb.source, path, rules, card_url)
+    if notes is not None:
+        notes.extend(Note(path, f"cell {cell}: not Python ({why}); that cell was skipped, the others reviewed")
+                     for cell, why in nb.skipped)
+    findings = engine.check_source(nb.source, path, rules, card_url, notes)
     for f in findings:
         f.cell, f.line = nb.locate(f.line)
     return findings
@@ -85,8 +90,8 @@ def _review_one(path: str, rules: Sequence[Rule], card_url, max_bytes: int) -> t
         return [], notes
     try:
         if path.endswith(".ipynb"):
-            return review_notebook(loaded.text, path, rules, card_url), notes
-        return engine.check_source(loaded.text, path, rules, card_url), notes
+            return review_notebook(loaded.text, path, rules, card_url, notes), notes
+        return engine.check_source(loaded.text, path, rules, card_url, notes), notes
     except RecursionError:
         return [], [*notes, Note(path, INTERNAL + "too deeply nested to review; skipped")]
     except Exception as exc:  # one file must not end the batch; the exit status still says so
@@ -113,14 +118,15 @@ def _work(paths: list[str]) -> list[tuple[list[Finding], list[Note]]]:
 
 def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
                  exclude: Sequence[str] = (), max_file_size: int = DEFAULT_MAX_BYTES, respect_gitignore: bool = True,
-                 jobs: int | None = None, progress: bool | None = None) -> ReviewResult:
-    """Review files, directories (recursive) and notebooks; `-` reads standard input."""
+                 jobs: int | None = None, progress: bool | None = None, include_tests: bool = False) -> ReviewResult:
+    """Review files, directories (recursive) and notebooks; `-` reads standard input. Test files
+    inside directories are skipped unless `include_tests` (files named explicitly never are)."""
     rules = registry.select(list(select or []), list(ignore or []))
     card_url = card_url_factory()  # a bound method of Settings: picklable for the workers
     result = ReviewResult()
     file_paths: list[str] = []
     disk = [p for p in paths if p != "-"]
-    found, notes = inputs.discover(disk, list(exclude), respect_gitignore)
+    found, notes = inputs.discover(disk, list(exclude), respect_gitignore, include_tests)
     result.notes.extend(notes)
     if "-" in paths:
         loaded = inputs.decode("<stdin>", sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode())
@@ -128,7 +134,7 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
             result.notes.append(loaded.note)
         if loaded.text is not None and loaded.text.strip():
             try:
-                result.findings.extend(engine.check_source(loaded.text, "<stdin>", rules, card_url))
+                result.findings.extend(engine.check_source(loaded.text, "<stdin>", rules, card_url, result.notes))
             except Exception as exc:  # same contract as a file: a note, exit status 2
                 result.notes.append(Note("<stdin>", INTERNAL + f"{type(exc).__name__}: {exc}"))
                 result.errors += 1

@@ -33,6 +33,8 @@ def rules_table() -> str:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True),
               help="pyproject.toml to read [tool.jaxmem] from (default: the nearest one).")
 @click.option("--no-gitignore", is_flag=True, help="Review files that .gitignore excludes too.")
+@click.option("--include-tests", is_flag=True,
+              help="Review test files inside directories too (tests/, test_*.py, *_test.py, conftest.py); skipped by default.")
 @click.option("--show-fixes", is_flag=True, help="Text format: print the source line, the fix and the card link.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
 @click.option("--run", "run_path", type=click.Path(dir_okay=False),
@@ -40,8 +42,8 @@ def rules_table() -> str:
 @click.option("--jobs", type=click.IntRange(1, 64), default=None, help="Worker processes for large batches.")
 @click.option("--list-rules", is_flag=True, help="Print the rule table (Markdown) and exit.")
 @click.option("--explain", metavar="CODE", help="Print one rule's documentation and exit.")
-def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, show_fixes, output, run_path,
-            jobs, list_rules, explain):
+def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, include_tests, show_fixes, output,
+            run_path, jobs, list_rules, explain):
     """Review Python files, directories and notebooks for JAX memory and transfer anti-patterns.
 
     Each finding links to the advice card that explains it. Use `-` (or no path with piped
@@ -80,7 +82,7 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, show
         ign = [*cfg.ignore, *_split(ignore)]
         result = api.review_paths(paths, select=sel, ignore=ign, exclude=[*cfg.exclude, *exclude],
                                   max_file_size=cfg.max_file_size, respect_gitignore=not no_gitignore,
-                                  jobs=jobs)
+                                  jobs=jobs, include_tests=include_tests or cfg.include_tests)
         notes = list(result.notes)
         run_line = run_result = None
         if run_path:

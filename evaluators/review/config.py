@@ -1,11 +1,11 @@
-"""`[tool.jaxmem]` in pyproject.toml: select, ignore, exclude, max-file-size."""
+"""`[tool.jaxmem]` in pyproject.toml: select, ignore, exclude, max-file-size, include-tests."""
 from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KEYS = ("select", "ignore", "exclude", "max-file-size")
+KEYS = ("select", "ignore", "exclude", "max-file-size", "include-tests")
 DEFAULT_MAX_BYTES = 1_000_000  # larger .py files are generated code, not something to review
 
 
@@ -19,6 +19,7 @@ class ReviewConfig:
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     max_file_size: int = DEFAULT_MAX_BYTES
+    include_tests: bool = False  # review tests/, test_*.py, *_test.py, conftest.py inside directories
     source: Path | None = None
 
 
@@ -66,4 +67,8 @@ def load(path: Path | None) -> ReviewConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{path}: [tool.jaxmem] max-file-size must be a positive number of bytes, got {value!r}")
             cfg.max_file_size = value
+        elif key == "include-tests":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: [tool.jaxmem] include-tests must be true or false, got {value!r}")
+            cfg.include_tests = value
     return cfg

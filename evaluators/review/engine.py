@@ -6,18 +6,23 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 
-from evaluators.review import context
+from evaluators.review import context, intent
 from evaluators.review.astutil import _FIELDS, LEAVES, fields
-from evaluators.review.finding import Finding
+from evaluators.review.finding import Finding, Note
 from evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx, Rule
 
 PARSE_ERROR_CODE = "JM001"
-# Newer syntax (PEP 695 generics, PEP 701 f-strings) fails on an older parser: say which one.
 _PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+# Syntax a newer Python accepts and this one rejects: (regex on the failing line, version, what).
+_NEWER_SYNTAX = (
+    (re.compile(r"^\s*type\s+\w+\s*(\[.*\])?\s*="), (3, 12), "PEP 695 type aliases"),
+    (re.compile(r"^\s*(async\s+)?def\s+\w+\s*\["), (3, 12), "PEP 695 generic functions"),
+    (re.compile(r"^\s*class\s+\w+\s*\["), (3, 12), "PEP 695 generic classes"),
+)
 _FUNC_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda})
 _LOOPS = frozenset(LOOP_TYPES)
 _COMPS = frozenset(COMPREHENSIONS)
-_SPECIAL = _FUNC_TYPES | _LOOPS | _COMPS
+_SPECIAL = _FUNC_TYPES | _LOOPS | _COMPS | {ast.ClassDef}
 _BODY_FIELDS = ("body", "orelse", "finalbody")
 _SUPPRESS = re.compile(r"#\s*jaxmem:\s*ignore(?:\[([A-Za-z0-9_,\s]+)\])?")
 
@@ -56,7 +61,7 @@ class _Walker:
         ctx = self.ctx
         t = node.__class__
         ctx.stack.append(node)
-        in_loop = 1 if ctx.loops and not ctx.scope.traced else 0
+        in_loop = 1 if (ctx.loops or ctx.per_step is not None) and not ctx.scope.traced else 0
         rules = (self.loop_dispatch if in_loop else self.dispatch).get(t)
         if rules:
             for rule in rules:
@@ -71,6 +76,9 @@ class _Walker:
                         rule.check(node, ctx)
         if t in _SPECIAL:
             self.special(node, t)
+        elif t is ast.With and intent.raises_block(node, ctx.analysis):
+            for item in node.items:  # the body is expected to raise: nothing in it is a cost
+                self.walk(item.context_expr)
         elif t is ast.Attribute and t not in self.loop_dispatch:
             # `jax.numpy.zeros`: a dotted chain has nothing below it for rules but its base,
             # which is usually a Name (skipped) or a call (`f(x).block_until_ready`).
@@ -100,15 +108,22 @@ class _Walker:
         """Functions switch scope and reset loops; loops and comprehensions push themselves."""
         ctx = self.ctx
         if t in _FUNC_TYPES:
-            saved = ctx.scope, ctx.loops
+            saved = ctx.scope, ctx.loops, ctx.per_step
             for dec in getattr(node, "decorator_list", ()):
                 self.walk(dec)
             ctx.scope, ctx.loops = ctx.analysis.scopes[node], []
+            ctx.per_step = ctx.scope.per_step
             if t is ast.Lambda:
                 self.walk(node.body)
             else:
                 self.body(node.body)
-            ctx.scope, ctx.loops = saved
+            ctx.scope, ctx.loops, ctx.per_step = saved
+        elif t is ast.ClassDef:
+            for expr in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+                self.walk(expr)
+            saved_scope, ctx.scope = ctx.scope, ctx.analysis.scopes[node]
+            self.body(node.body)
+            ctx.scope = saved_scope
         elif t in _LOOPS:
             if t is ast.While:
                 ctx.loops.append(node)
@@ -164,17 +179,23 @@ def _is_suppressed(f: Finding, marks: dict[int, set[str] | None]) -> bool:
 
 
 def check_source(source: str, path: str, rules: Iterable[Rule],
-                 card_url: Callable[[str], str]) -> list[Finding]:
-    """Findings for one module's source. A syntax error becomes one JM001 finding."""
+                 card_url: Callable[[str], str], notes: list[Note] | None = None) -> list[Finding]:
+    """Findings for one module's source. A syntax error becomes one JM001 finding; syntax that
+    only a newer Python parses becomes a note in `notes` (or, without a list, an info JM001)."""
     lines = source.splitlines()
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
-        return [parse_error(path, exc, lines, card_url)]
+        newer = newer_syntax(exc, lines)
+        if newer is not None and notes is not None:
+            notes.append(Note(path, newer))
+            return []
+        return [parse_error(path, exc, lines, card_url, newer)]
     rules = [r for r in rules if not r.requires or any(s in source for s in r.requires)]
     if not rules:
         return []
     analysis = context.build(tree, lines)
+    mark_per_step(analysis)
     ctx = Ctx(analysis=analysis, path=path, card_url=card_url, scope=analysis.module_scope)
     walker = _Walker(rules, ctx)
     walker.body(tree.body)
@@ -188,11 +209,51 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
     return sorted(unique.values(), key=Finding.sort_key)
 
 
-def parse_error(path: str, exc: Exception, lines: list[str], card_url: Callable[[str], str]) -> Finding:
+def mark_per_step(analysis: context.Analysis) -> None:
+    """One level of call graph: a module function called on every iteration of a host loop
+    (not under `if step % N`, not a short or per-epoch loop) runs its body every step."""
+    for call, loop, scope, guarded in analysis.loop_calls:
+        if guarded or not isinstance(loop, LOOP_TYPES) or scope.traced:
+            continue  # comprehensions build data; the steps run in statement loops
+        fn = analysis.resolve_def(call.func, scope)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        callee = analysis.scopes.get(fn)
+        if callee is None or callee is scope or callee.traced or callee.per_step is not None:
+            continue
+        if intent.small_loop(loop, analysis, scope) or intent.epoch_loop(loop):
+            continue
+        callee.per_step = call
+
+
+def newer_syntax(exc: Exception, lines: list[str]) -> str | None:
+    """A note naming the Python version a file needs, when the error is newer syntax."""
+    line = getattr(exc, "lineno", None) or 0
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    for pattern, version, what in _NEWER_SYNTAX:
+        if sys.version_info < version and pattern.search(text):
+            break
+    else:
+        msg = getattr(exc, "msg", "") or ""
+        if sys.version_info < (3, 12) and msg.startswith("f-string"):
+            version, what = (3, 12), "PEP 701 f-strings"
+        else:
+            return None
+    need = f"{version[0]}.{version[1]}"
+    return (f"line {line}: {what} need Python {need} or newer to parse; this reviewer runs on Python {_PY}, "
+            f"so the file was not reviewed (run jaxmem on Python {need}+ to review it)")
+
+
+def parse_error(path: str, exc: Exception, lines: list[str], card_url: Callable[[str], str],
+                newer: str | None = None) -> Finding:
     line = getattr(exc, "lineno", None) or 1
     col = getattr(exc, "offset", None) or 1
     msg = getattr(exc, "msg", None) or str(exc)
     src = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    if newer is not None:
+        return Finding(path=path, line=line, col=col, code=PARSE_ERROR_CODE, name="syntax-error",
+                       message=newer, severity="info", topic="",
+                       fix="Review the file with a newer Python, or exclude it.", url="", source_line=src)
     return Finding(path=path, line=line, col=col, code=PARSE_ERROR_CODE, name="syntax-error",
                    message=f"cannot parse with Python {_PY}: {msg}; the file was not reviewed", severity="error",
                    topic="", fix="Fix the syntax error (or exclude the file) and review again.",

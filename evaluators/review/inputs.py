@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,16 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "n
                        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", "site-packages",
                        ".eggs", "build", "dist"})
 BINARY_PROBE = 8192
+TEST_DIRS = frozenset({"tests", "test"})
+_TEST_NAME = re.compile(r"^(test_.*|.*_test|conftest)\.(py|ipynb)$")
+TESTS_NOTE = ("test files not reviewed (tests/, test_*.py, *_test.py, conftest.py); "
+              "--include-tests or `include-tests = true` in [tool.jaxmem] reviews them")
+
+
+def is_test_path(rel: str) -> bool:
+    """A test file by the usual layout: under tests/ or test/, or named test_*.py, *_test.py, conftest.py."""
+    parts = rel.replace("\\", "/").split("/")
+    return any(p in TEST_DIRS for p in parts[:-1]) or bool(_TEST_NAME.match(parts[-1]))
 
 
 @dataclass
@@ -68,8 +79,12 @@ def _excluded(rel: str, name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
 
 
-def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool = True) -> tuple[list[str], list[Note]]:
-    """Expand paths into Python files and notebooks (sorted per directory), plus notes."""
+def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool = True,
+             include_tests: bool = False) -> tuple[list[str], list[Note]]:
+    """Expand paths into Python files and notebooks (sorted per directory), plus notes.
+
+    Inside directories, test files are skipped unless `include_tests` (one note says how many);
+    a file named explicitly, or a directory that is itself a tests folder, is always reviewed."""
     files: list[str] = []
     notes: list[Note] = []
     for given in paths:
@@ -86,6 +101,8 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
         root = p.resolve()
         specs = _ancestor_specs(root) if respect_gitignore else []
         found_before = len(files)
+        skip_tests = not include_tests and root.name not in TEST_DIRS
+        tests_skipped = 0
         cache: dict[Path, object] = {}  # folder -> its .gitignore spec (or None)
         for dirpath, dirnames, filenames in os.walk(p):
             d = Path(dirpath)
@@ -114,9 +131,14 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
                 rel = full.relative_to(root).as_posix()
                 if _excluded(rel, name, list(exclude)) or _ignored(full, False, local):
                     continue
+                if skip_tests and is_test_path(rel):
+                    tests_skipped += 1
+                    continue
                 files.append(os.path.join(dirpath, name))
+        if tests_skipped:
+            notes.append(Note(given, f"{tests_skipped} {TESTS_NOTE}"))
         if len(files) == found_before:
-            notes.append(Note(given, "no Python files or notebooks found (after .gitignore and excludes)"))
+            notes.append(Note(given, "no Python files or notebooks found (after .gitignore, excludes and test files)"))
     return files, notes
 
 

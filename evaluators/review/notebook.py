@@ -1,12 +1,17 @@
 """Jupyter notebooks: code cells joined into one module so names flow between cells.
 
-Magics (`%time`, `!pip`) and cell magics (`%%bash`) are blanked, keeping line numbers, so a
-finding maps back to (cell, line) exactly.
+IPython syntax is blanked, keeping line numbers, so a finding maps back to (cell, line) exactly:
+line magics (`%time`), shell lines (`!pip ...`, with `\\` continuations), assignments from them
+(`x = %pwd`, `files = !ls` keep the name bound), help (`jax.jit?`), automagics written without
+`%` (`timeit f(x)`), and cell magics (`%%bash`; `%%time` and friends run the rest as Python).
+A cell that still does not parse is left out with a note; the other cells are reviewed.
 """
 from __future__ import annotations
 
+import ast
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 
 class NotebookError(ValueError):
@@ -18,11 +23,24 @@ class NotebookSource:
     source: str
     # For each line of `source` (0-based): (cell number as Jupyter counts it, 1-based, line in cell)
     line_map: list[tuple[int, int]]
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # (cell, why) left out
 
     def locate(self, line: int) -> tuple[int, int]:
         if 1 <= line <= len(self.line_map):
             return self.line_map[line - 1]
         return (self.line_map[-1][0] if self.line_map else 1, line)
+
+
+PYTHON_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun", "%%debug")
+# IPython line magics that automagic lets users write without `%` (`timeit -n 5 f(x)`).
+AUTOMAGICS = frozenset({
+    "timeit", "time", "prun", "pip", "conda", "cd", "ls", "pwd", "env", "load_ext", "reload_ext", "matplotlib",
+    "run", "who", "whos", "reset", "debug", "history", "config", "autoreload", "aimport", "load", "pdb",
+    "xmode", "precision", "store", "alias", "unalias", "bookmark", "mkdir", "rm", "cp", "mv", "cat",
+})
+_ASSIGN_MAGIC = re.compile(r"^(\s*)([\w.\[\], ]+?)\s*=\s*[%!]")
+_AUTOMAGIC = re.compile(r"^(\s*)([A-Za-z_]\w*)(\s+\S.*)?$")
+_HELP = re.compile(r"^(\s*)[\w.\[\]()]+\?{1,2}\s*$")
 
 
 def _cell_lines(cell: dict) -> list[str]:
@@ -35,20 +53,53 @@ def _blank_magics(lines: list[str]) -> list[str]:
     if lines and lines[0].lstrip().startswith("%%"):
         # `%%time` and friends run the rest as Python; others (%%bash, %%writefile) are not Python.
         magic = lines[0].strip().split()[0]
-        if magic in ("%%time", "%%timeit", "%%capture", "%%prun"):
+        if magic in PYTHON_CELL_MAGICS:
             return ["", *lines[1:]]
         return ["" for _ in lines]
     out = []
+    continued = False
     for line in lines:
         stripped = line.lstrip()
-        if stripped.startswith(("%", "!")):
+        indent = line[:len(line) - len(stripped)]
+        if continued:
+            # The rest of a `!cmd \` or `%magic \` line continued onto this one.
+            out.append("")
+            continued = stripped.rstrip().endswith("\\")
+            continue
+        if stripped.startswith(("%", "!")) or _HELP.match(line):
             # Inside a block (`if ...:` then `!pip ...`) a blank line would leave the block
             # empty, a syntax error; `pass` at the same indentation keeps it valid.
-            indent = line[:len(line) - len(stripped)]
             out.append(f"{indent}pass" if indent else "")
+            continued = stripped.rstrip().endswith("\\")
+            continue
+        m = _ASSIGN_MAGIC.match(line)
+        if m and not _parses(stripped):
+            out.append(f"{indent}{m.group(2).strip()} = None")  # `x = %pwd`: keep `x` bound
+            continued = stripped.rstrip().endswith("\\")
+            continue
+        out.append(line)
+    return out
+
+
+def _automagics(lines: list[str]) -> list[str]:
+    """`timeit -n 5 f(x)` with automagic on: blank lines that start with a magic's name and are
+    not Python (only called when the cell does not parse as it is)."""
+    out = []
+    for line in lines:
+        m = _AUTOMAGIC.match(line)
+        if m and m.group(2) in AUTOMAGICS and not _parses(line.strip()):
+            out.append(f"{m.group(1)}pass" if m.group(1) else "")
         else:
             out.append(line)
     return out
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def load(text: str) -> NotebookSource:
@@ -59,12 +110,28 @@ def load(text: str) -> NotebookSource:
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("no 'cells' list: not an nbformat 4 notebook")
+    blanked = [(number, _blank_magics(_cell_lines(cell))) for number, cell in enumerate(cells, 1)
+               if isinstance(cell, dict) and cell.get("cell_type") == "code"]
+    whole = "\n".join(line for _n, code in blanked for line in code) + "\n"
+    line_map = [(number, i) for number, code in blanked for i in range(1, len(code) + 1)]
+    if _parses(whole):  # the usual case: one parse, no cell needs a closer look
+        return NotebookSource(whole, line_map)
     lines: list[str] = []
-    line_map: list[tuple[int, int]] = []
-    for number, cell in enumerate(cells, 1):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        for i, line in enumerate(_blank_magics(_cell_lines(cell)), 1):
+    line_map = []
+    skipped: list[tuple[int, str]] = []
+    for number, code in blanked:
+        text_ = "\n".join(code)
+        if text_.strip() and not _parses(text_):
+            code = _automagics(code)
+            text_ = "\n".join(code)
+            if not _parses(text_):
+                try:
+                    ast.parse(text_)
+                except (SyntaxError, ValueError) as exc:
+                    where = f"line {exc.lineno}: " if getattr(exc, "lineno", None) else ""
+                    skipped.append((number, f"{where}{getattr(exc, 'msg', None) or exc}"))
+                code = ["" for _ in code]
+        for i, line in enumerate(code, 1):
             lines.append(line)
             line_map.append((number, i))
-    return NotebookSource("\n".join(lines) + "\n", line_map)
+    return NotebookSource("\n".join(lines) + "\n", line_map, skipped)

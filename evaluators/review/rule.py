@@ -5,7 +5,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from evaluators.review.context import Analysis, Scope
+from evaluators.review.context import Analysis, JitInfo, Scope
 from evaluators.review.finding import Finding
 
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
@@ -66,6 +66,8 @@ class Ctx:
     stack: list[ast.AST] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     memo: dict = field(default_factory=dict)  # per-file state for rules (rule objects are shared)
+    # In a function that a host loop calls every iteration (one level of call graph): the call.
+    per_step: ast.Call | None = None
 
     @property
     def in_loop(self) -> bool:
@@ -75,6 +77,18 @@ class Ctx:
     def host_loop(self) -> bool:
         """In a Python loop that runs eagerly: the place where per-iteration costs add up."""
         return bool(self.loops) and not self.scope.traced
+
+    @property
+    def per_step_body(self) -> bool:
+        """In the body (outside its own loops) of a function a host loop calls every step."""
+        return self.per_step is not None and not self.loops and not self.scope.traced
+
+    def jit_info(self, func: ast.AST) -> JitInfo | None:
+        return self.analysis.jit_info(func, self.scope)
+
+    def builtin(self, func: ast.AST) -> str | None:
+        """`float` when it is the builtin here (not imported or bound under that name)."""
+        return func.id if self.analysis.is_builtin(func, self.scope) else None
 
     @property
     def parent(self) -> ast.AST | None:
@@ -93,6 +107,9 @@ class Ctx:
         src = self.analysis.lines[line - 1] if 0 < line <= len(self.analysis.lines) else ""
         topic = topic or rule.topic
         template = message or rule.message
+        if self.per_step_body:
+            call = self.per_step
+            template += f" (this function runs on every iteration of the loop that calls it on line {call.lineno})"
         fix_text = fix or rule.fix
         self.findings.append(Finding(
             path=self.path, line=line, col=getattr(node, "col_offset", 0) + 1, code=rule.code,

@@ -28,6 +28,16 @@ NOT_STATICALLY_VISIBLE = {
     "memory-profiling": "the absence of a profile",
     "oom-debugging": "the absence of diagnostics",
     "memory-fragmentation": "allocation patterns over time, not a line of code",
+    # The pairs of the topics added with the real-question set; no rule has these topics yet.
+    "vmap-memory": "a vmap whose intermediates are large is valid code; whether they fit is a size question",
+    "collective-memory": "all-gathering a whole layer stack is valid code; whether it fits is a size question",
+    "checkpoint-restore-memory": "assembling a checkpoint on the host before device_put is valid; its cost is its size",
+    "multi-host-arrays": "device_put of one whole host array is valid in one process; its cost is its size",
+    "host-value-caching": "one np.asarray per long-lived array is valid; the cost is host memory held, a size question",
+    "dlpack-interop": "a copy through NumPy (t.numpy()) is valid code; no rule knows torch tensors yet",
+    "host-callbacks": "a callback inside a jitted step is valid; its cost depends on how often the step runs (no rule yet)",
+    "pinned-host-memory": "state kept as NumPy between steps is valid code; the memory kind is an option",
+    "mutable-refs": "the before side is ordinary functional code; refs are an option, not a fix for a bug",
 }
 
 

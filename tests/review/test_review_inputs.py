@@ -10,7 +10,7 @@ import pytest
 from evaluators.review import config
 from evaluators.review.api import review_paths, review_question, review_source, extract_code_blocks
 
-BAD_LOOP = "import jax.numpy as jnp\n\nfor i in range(3):\n    x = jnp.ones(3)\n    print(float(x.sum()))\n"
+BAD_LOOP = "import jax.numpy as jnp\n\nfor i in range(100):\n    x = jnp.ones(3)\n    print(float(x.sum()))\n"
 
 
 def _nb(cells: list[tuple[str, str]]) -> str:
@@ -77,7 +77,7 @@ def test_notebook_findings_point_at_cell_and_line(tmp_path: Path):
         ("markdown", "# Training"),
         ("code", "%matplotlib inline\n!pip install jax\nimport jax\nimport jax.numpy as jnp"),
         ("code", "%%bash\necho hi"),
-        ("code", "total = 0.0\nfor i in range(10):\n    x = jnp.ones(3)\n    total += float(x.sum())"),
+        ("code", "total = 0.0\nfor i in range(100):\n    x = jnp.ones(3)\n    total += float(x.sum())"),
     ]))
     result = review_paths([str(nb)], jobs=1)
     (f,) = result.findings
@@ -156,6 +156,60 @@ def test_progress_bar_for_long_batches(tmp_path: Path, capsys):
 def test_magics_inside_blocks_keep_the_cell_valid(tmp_path: Path):
     nb = tmp_path / "colab.ipynb"
     nb.write_text(_nb([("code", "import jax.numpy as jnp\nmount = 'no'\nif mount == 'yes':\n  !ls /content\n"
-                                 "for i in range(3):\n    print(float(jnp.ones(2).sum()))")]))
+                                 "for i in range(100):\n    print(float(jnp.ones(2).sum()))")]))
     (f,) = review_paths([str(nb)], jobs=1).findings
     assert (f.code, f.cell, f.line) == ("JM101", 1, 6)
+
+
+def test_test_files_are_skipped_by_default_and_can_be_included(tmp_path: Path):
+    for rel in ("train.py", "tests/test_train.py", "tests/helpers.py", "pkg/model_test.py", "conftest.py",
+                "pkg/test_data.py", "pkg/contest.py"):
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(BAD_LOOP)
+    names = lambda r: sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
+    default = review_paths([str(tmp_path)], jobs=1)
+    assert names(default) == ["pkg/contest.py", "train.py"]
+    assert any("5 test files not reviewed" in n.message and "--include-tests" in n.message for n in default.notes)
+    assert len(names(review_paths([str(tmp_path)], jobs=1, include_tests=True))) == 7
+    # Named explicitly, or a tests folder given as the path: reviewed.
+    assert names(review_paths([str(tmp_path / "tests" / "test_train.py")], jobs=1)) == ["tests/test_train.py"]
+    assert names(review_paths([str(tmp_path / "tests")], jobs=1)) == ["tests/helpers.py", "tests/test_train.py"]
+    (tmp_path / "pyproject.toml").write_text("[tool.jaxmem]\ninclude-tests = true\n")
+    assert config.load(config.find_pyproject(tmp_path)).include_tests is True
+    (tmp_path / "pyproject.toml").write_text('[tool.jaxmem]\ninclude-tests = "yes"\n')
+    with pytest.raises(config.ConfigError, match="include-tests must be true or false"):
+        config.load(config.find_pyproject(tmp_path))
+
+
+def test_ipython_syntax_is_skipped_line_by_line_and_bad_cells_alone(tmp_path: Path):
+    nb = tmp_path / "demo.ipynb"
+    nb.write_text(_nb([
+        ("code", "import jax.numpy as jnp\ncurrent_dir = %pwd\nfiles = !ls\njnp.ones?"),
+        ("code", "!pip install \\\n    flax \\\n    optax\nprint(current_dir)"),
+        ("code", "timeit -n 5 jnp.ones(3).block_until_ready()"),
+        ("code", "def broken(:\n    pass"),
+        ("code", "for i in range(100):\n    print(float(jnp.ones(2).sum()))"),
+    ]))
+    result = review_paths([str(nb)], jobs=1)
+    assert [(f.code, f.cell, f.line) for f in result.findings] == [("JM101", 5, 2)]
+    (note,) = result.notes
+    assert note.message.startswith("cell 4: not Python") and "the others reviewed" in note.message
+
+
+def test_newer_python_syntax_is_a_note_not_an_error(tmp_path: Path):
+    import sys
+
+    src = "type Vector = list[float]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n"
+    (tmp_path / "generic.py").write_text(src)
+    result = review_paths([str(tmp_path / "generic.py")], jobs=1)
+    if sys.version_info >= (3, 12):
+        assert result.findings == [] and result.notes == []
+        return
+    assert result.findings == [] and result.exit_code == 0
+    (note,) = result.notes
+    assert "PEP 695" in note.message and "Python 3.12 or newer" in note.message
+    (pasted,) = review_source(src)
+    assert pasted.code == "JM001" and pasted.severity == "info" and "3.12" in pasted.message
+    (real,) = review_source("def f(:\n    pass\n")
+    assert real.severity == "error" and "cannot parse" in real.message

@@ -81,6 +81,15 @@ def test_realistic_clean_code_raises_nothing(path: Path):
     assert not findings, "\n".join(f"{f.location}: {f.code} {f.message}" for f in findings)
 
 
+def test_readmes_state_the_rule_count_of_the_registry():
+    """The rule count in prose is checked against the registry, never trusted."""
+    n = len(RULES)
+    top = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(rf"`jaxmem review` runs {n} static rules", top), f"README.md must say it runs {n} rules"
+    own = (ROOT / "evaluators" / "review" / "README.md").read_text(encoding="utf-8")
+    assert re.search(rf"The registry holds {n} rules", own), f"evaluators/review/README.md must say {n} rules"
+
+
 def test_select_and_ignore_by_prefix():
     assert {r.code for r in registry.select(["JM1"])} == {r.code for r in RULES if r.code.startswith("JM1")}
     picked = {r.code for r in registry.select(["JM1", "JM401"], ["JM104"])}

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review import intent
+from evaluators.review.context import HOST_METHODS, JAX_ARRAY_FUNCS, JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
 from evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx
 
 SYNC_BUILTINS = frozenset({"float", "int", "bool", "complex"})
+# A benchmark named for one of these measures the host->device copy itself.
+TRANSFER_WORDS = ("transfer", "device_put", "h2d", "host_to_device", "numpy_arg", "from_host")
 SYNC_METHODS = frozenset({"item", "tolist", "block_until_ready", "__array__"})
 SYNC_FUNCS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array"})
 TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time",
@@ -13,33 +17,217 @@ TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.pr
 
 
 def builtin_name(ctx: Ctx, func: ast.AST) -> str | None:
-    """`float` when it is the builtin (not shadowed by an import or a def in this module)."""
-    if isinstance(func, ast.Name) and func.id not in ctx.analysis.aliases and func.id not in ctx.analysis.functions:
+    """`float` when it is the builtin (not shadowed by an import or a binding in scope)."""
+    if isinstance(func, ast.Name) and ctx.analysis.is_builtin(func, ctx.scope):
         return func.id
     return None
 
 
 def periodic(ctx: Ctx) -> bool:
     """A sync that is not a per-step cost to fix: inside `if step % N == 0:` within the innermost
-    loop, in an outer (epoch) loop whose body runs the steps in a nested loop, or part of an
-    assertion (`assert ...`, `self.assertEqual(...)`, which must read the value)."""
+    loop, in an outer (epoch) loop whose body runs the steps in a nested loop, part of an
+    assertion (`assert ...`, `self.assertEqual(...)`, which must read the value) or of a `raise`,
+    or after the iteration already waited (`block_until_ready`, an earlier host read)."""
     loop = ctx.loops[-1] if ctx.loops else None
     if loop is not None and _runs_steps_inside(ctx, loop):
         return True
     for node in reversed(ctx.stack):
         if node is loop:
             break
-        if isinstance(node, ast.Assert) or (
+        if isinstance(node, (ast.Assert, ast.Raise)) or (
                 isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr.startswith(("assert", "fail"))):
             return True
     for node in reversed(ctx.stack):
         if node is loop:
-            return False
+            break
         if isinstance(node, ast.If) and any(
             isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node.test)
         ):
             return True
+    return _waited_before(ctx, loop)
+
+
+def not_per_step(ctx: Ctx, words: tuple[str, ...] = (), sync: bool = True) -> bool:
+    """The loop around a per-iteration cost is not a hot loop: it runs a handful of times (all
+    enclosing loops together at most intent.SMALL_LOOP), once per epoch, dispatches no device
+    work for the cost to stall, already waits for the device on every iteration on purpose
+    (`block_until_ready` in its body or in a module function it calls; only for host reads,
+    `sync`: a wait does not make a transfer or a copy free), or belongs to a benchmark whose
+    name says it measures this cost (`words`)."""
+    if ctx.per_step_body:
+        return bool(words) and _benchmark_named(ctx, words)
+    if not ctx.loops:
+        return True
+    memo = ctx.memo.setdefault("not_per_step", {})
+    key = (id(ctx.loops[-1]), len(ctx.loops), words, sync)
+    if key not in memo:
+        memo[key] = _not_per_step(ctx, words, sync)
+    return memo[key]
+
+
+def _not_per_step(ctx: Ctx, words: tuple[str, ...], sync: bool) -> bool:
+    a, scope = ctx.analysis, ctx.scope
+    inner = ctx.loops[-1]
+    if intent.epoch_loop(inner):
+        return True
+    total = 1
+    for loop in ctx.loops:
+        n = intent.trip_count(loop.iter, a, scope) if isinstance(loop, (ast.For, ast.AsyncFor)) else (
+            intent.trip_count(loop.generators[0].iter, a, scope) if isinstance(loop, COMPREHENSIONS) else None)
+        if n is None:
+            total = None
+            break
+        total *= n
+    if total is not None and total <= intent.SMALL_LOOP:
+        return True
+    if not any(dispatches(ctx, loop) for loop in ctx.loops):
+        return True
+    if sync and _waits_every_iteration(ctx, inner):
+        return True
+    return bool(words) and _benchmark_named(ctx, words)
+
+
+EXPLICIT_WAITS = frozenset({"jax.block_until_ready"})  # a host read (device_get) is itself the cost
+
+
+def _waits_every_iteration(ctx: Ctx, loop: ast.AST) -> bool:
+    """The loop body blocks on the device by design: another host read adds no stall."""
+    memo = ctx.memo.setdefault("waits_every_iteration", {})
+    if id(loop) not in memo:
+        memo[id(loop)] = _explicit_wait(ctx, list(getattr(loop, "body", None) or []), ctx.scope, 0)
+    return memo[id(loop)]
+
+
+def _explicit_wait(ctx: Ctx, roots: list[ast.AST], scope, depth: int) -> bool:
+    a = ctx.analysis
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready":
+                return True
+            if a.qualname(n.func) in EXPLICIT_WAITS:
+                return True
+            if depth == 0 and a.qualname(n.func) is None:
+                fn = a.resolve_def(n.func, scope)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
+                    if _explicit_wait(ctx, list(fn.body), a.scopes[fn], 1):
+                        return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _benchmark_named(ctx: Ctx, words: tuple[str, ...]) -> bool:
+    name = intent.benchmark_function(ctx.scope, ctx.analysis)
+    return name is not None and any(w in name.lower() for w in words)
+
+
+def dispatches(ctx: Ctx, loop: ast.AST) -> bool:
+    """The loop queues device work each iteration: a jitted call, a JAX operation, an operation on
+    (or indexing of) a device array, a module function that does one of those, or iterating a
+    device array."""
+    memo = ctx.memo.setdefault("dispatches", {})
+    key = id(loop)
+    if key not in memo:
+        memo[key] = False
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and any(ctx.kind(it) == "jax" for it in _iterated(loop.iter)):
+            memo[key] = True  # each element of a device array is an indexing operation
+        else:
+            roots = list(getattr(loop, "body", None) or [])
+            if isinstance(loop, ast.While):
+                roots.append(loop.test)
+            if isinstance(loop, COMPREHENSIONS):
+                roots = [loop.elt] if not isinstance(loop, ast.DictComp) else [loop.key, loop.value]
+            memo[key] = _device_work(ctx, roots, depth=0)
+    return memo[key]
+
+
+def _iterated(it: ast.AST) -> list[ast.AST]:
+    """What a `for` walks over, through `zip(...)` and `enumerate(...)`."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("zip", "enumerate"):
+        return [x for a in it.args for x in _iterated(a)]
+    return [it]
+
+
+def _device_work(ctx: Ctx, roots: list[ast.AST], depth: int, scope=None) -> bool:
+    a = ctx.analysis
+    scope = scope or ctx.scope
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            func = n.func
+            if a.jit_info(func, scope) is not None:
+                return True
+            q = a.qualname(func)
+            if q is not None:
+                if q in JAX_ARRAY_FUNCS or (q.startswith(JAX_ARRAY_PREFIXES) and q not in JAX_NON_ARRAY):
+                    return True
+            elif isinstance(func, ast.Attribute) and func.attr not in HOST_METHODS and func.attr not in SYNC_METHODS:
+                if a.kind(func.value, scope) == "jax":
+                    return True  # `x.sum()`, `x.reshape(...)`: an operation on a device array
+            elif isinstance(func, ast.Call) and a.qualname(func.func) is not None and (
+                    a.qualname(func.func).startswith("jax.")):
+                return True  # jax.grad(f)(x), jax.vmap(f)(x)
+            if depth == 0 and q is None:
+                fn = a.resolve_def(func, scope)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
+                    if _device_work(ctx, list(fn.body), 1, a.scopes[fn]):
+                        return True
+        elif isinstance(n, ast.BinOp) and a.kind(n, scope) == "jax":
+            return True  # `total + loss` on device arrays
+        elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and a.kind(n.value, scope) == "jax":
+            return True  # `x[i]`: indexing a device array is an operation per iteration
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def waits(ctx: Ctx, node: ast.AST) -> bool:
+    """The expression waits for the device: block_until_ready, device_get, or a host read of a
+    device array (float/int/bool/.item()/.tolist()/NumPy on it, or formatting it)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            func = n.func
+            if isinstance(func, ast.Attribute) and func.attr in ("block_until_ready", "item", "tolist"):
+                if func.attr == "block_until_ready" or ctx.kind(func.value) == "jax":
+                    return True
+            q = ctx.qualname(func)
+            if q in ("jax.block_until_ready", "jax.device_get"):
+                return True
+            if q is not None and q.startswith("numpy.") and any(ctx.kind(x) == "jax" for x in n.args):
+                return True
+            if builtin_name(ctx, func) in SYNC_BUILTINS and n.args and ctx.kind(n.args[0]) == "jax":
+                return True
+        elif isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
+            return True
+    return False
+
+
+def _waited_before(ctx: Ctx, loop: ast.AST | None) -> bool:
+    """An earlier statement of this iteration (same block, inside the loop) already waited:
+    reading more values now copies them but stalls nothing."""
+    if loop is None:
+        return False
+    stack = ctx.stack
+    try:
+        i = max(k for k, n in enumerate(stack) if n is loop)
+    except ValueError:
+        return False
+    for parent, child in zip(stack[i:], stack[i + 1:]):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(parent, name, None)
+            if isinstance(block, list) and child in block:
+                earlier = block[:block.index(child)]
+                if isinstance(parent, ast.Try) and name != "body":
+                    earlier = [*parent.body, *earlier]  # `else:` runs after the whole `try:` body
+                for stmt in earlier:
+                    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and waits(ctx, stmt):
+                        return True
     return False
 
 
@@ -52,7 +240,7 @@ def _runs_steps_inside(ctx: Ctx, loop: ast.AST) -> bool:
         for stmt in getattr(loop, "body", None) or []:
             for n in ast.walk(stmt):
                 if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and any(
-                    isinstance(c, ast.Call) and (ctx.analysis.jit_info(c.func) is not None
+                    isinstance(c, ast.Call) and (ctx.jit_info(c.func) is not None
                                                  or (ctx.qualname(c.func) or "").startswith("jax."))
                     for c in ast.walk(n)
                 ):
@@ -65,13 +253,17 @@ def _runs_steps_inside(ctx: Ctx, loop: ast.AST) -> bool:
 
 
 def is_sync(ctx: Ctx, node: ast.AST) -> bool:
-    """A call that waits for device results: block_until_ready, a host read, print of an array."""
+    """A call that waits for device results: block_until_ready, a host read, print of an array,
+    a NumPy function applied to a device array."""
     if not isinstance(node, ast.Call):
         return False
     func = node.func
     if isinstance(func, ast.Attribute) and func.attr in SYNC_METHODS:
         return True
-    if ctx.qualname(func) in SYNC_FUNCS:
+    q = ctx.qualname(func)
+    if q in SYNC_FUNCS:
+        return True
+    if q is not None and q.startswith("numpy.") and any(ctx.kind(a) == "jax" for a in node.args):
         return True
     name = builtin_name(ctx, func)
     return name in SYNC_BUILTINS or name == "print"
@@ -165,7 +357,7 @@ def in_module_code(ctx: Ctx) -> bool:
 def jitted_call_args_in_host_loop(node: ast.Call, ctx: Ctx) -> list[ast.AST]:
     """Arguments of a call to a jitted function made from a host loop (each call transfers its
     host arguments again); empty when the call is not one."""
-    if not ctx.host_loop or ctx.analysis.jit_info(node.func) is None:
+    if not ctx.host_loop or ctx.jit_info(node.func) is None:
         return []
     return [*node.args, *(kw.value for kw in node.keywords)]
 

@@ -5,6 +5,8 @@ What it does
     state update: the carried state itself (`x = step(x)`) or another output of that update
     (`w, grad = step(w, batch)`). Names that read as scalars (loss, accuracy, norm, ...) are
     not flagged: collecting device scalars and reading them once is the fix for per-step syncs.
+    Nor are values that start as scalars or visibly small arrays, and loops of a few literal
+    iterations.
 
 Why is this bad
     The list holds a reference to every step's buffer, so none of them can be freed: device
@@ -26,11 +28,13 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review import intent
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import loop_targets
+from evaluators.review.rules._util import loop_targets, not_per_step
 
 # Conventional names of per-step scalars: holding a few hundred of them costs nothing.
 SCALAR_HINTS = ("loss", "acc", "metric", "norm", "err", "score", "reward", "perplex", "lr", "value")
+SMALL_ELEMENTS = 1 << 10  # a few KiB per step: even 100k steps of it fit in a few hundred MiB
 
 
 class ArraysAccumulatedAcrossSteps(Rule):
@@ -52,8 +56,17 @@ class ArraysAccumulatedAcrossSteps(Rule):
             return
         arg = node.args[0]
         if (isinstance(arg, ast.Name) and ctx.kind(arg) == "jax"
-                and not any(h in arg.id.lower() for h in SCALAR_HINTS) and self._from_state_update(arg.id, ctx)):
+                and not any(h in arg.id.lower() for h in SCALAR_HINTS) and self._from_state_update(arg.id, ctx)
+                and not self._small(arg.id, ctx) and not not_per_step(ctx, sync=False)):
             ctx.report(self, node, what=arg.id)
+
+    @staticmethod
+    def _small(name: str, ctx: Ctx) -> bool:
+        """The carried value starts as a scalar or a visibly small array (`jax.random.normal(key)`)."""
+        loop = ctx.loops[-1]
+        start = ast.Name(name, ast.Load(), lineno=loop.lineno, col_offset=loop.col_offset - 1)
+        n = intent.element_count(start, ctx.analysis, ctx.scope)
+        return n is not None and n <= SMALL_ELEMENTS
 
     @staticmethod
     def _from_state_update(name: str, ctx: Ctx) -> bool:

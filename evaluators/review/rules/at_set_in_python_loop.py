@@ -2,7 +2,8 @@
 
 What it does
     Flags `x = x.at[...].set(...)` (and `.add`, `.mul`, ... and `lax.dynamic_update_slice`)
-    re-binding the same array inside a Python loop that runs outside jit.
+    re-binding the same array inside a Python loop that runs outside jit (not in loops of a few
+    literal iterations or ones that queue no other device work).
 
 Why is this bad
     Outside jit every indexed update is its own operation that returns a new array: the whole
@@ -23,6 +24,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import not_per_step
 
 AT_METHODS = frozenset({"set", "add", "multiply", "mul", "divide", "power", "min", "max", "apply"})
 UPDATE_FUNCS = frozenset({"jax.lax.dynamic_update_slice", "jax.lax.dynamic_update_index_in_dim",
@@ -61,7 +63,7 @@ class AtSetInPythonLoop(Rule):
         elif isinstance(value, ast.Call) and ctx.qualname(value.func) in UPDATE_FUNCS and value.args:
             base = value.args[0]
             how = ctx.qualname(value.func).replace("jax.lax.", "lax.")
-        if isinstance(base, ast.Name) and base.id == name:
+        if isinstance(base, ast.Name) and base.id == name and not not_per_step(ctx, sync=False):
             ctx.report(self, node, name=name, how=how)
 
 

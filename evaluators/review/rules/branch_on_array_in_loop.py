@@ -2,7 +2,9 @@
 
 What it does
     Flags `if`/`while` conditions and `and`/`or`/`not` tests that evaluate a JAX array inside an
-    eagerly running Python loop, such as `if loss < best:` or `while err > tol:`.
+    eagerly running Python loop, such as `if loss < best:` or `while err > tol:`. An `if` whose
+    body only raises is a check that must read the value, and is not flagged; neither are loops
+    that are not hot (a few literal iterations, per epoch, no device work queued).
 
 Why is this bad
     A Python condition calls `bool()` on the array: the host waits for the device and copies
@@ -25,7 +27,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import describe, periodic
+from evaluators.review.rules._util import describe, not_per_step, periodic
 
 
 class BranchOnArrayInLoop(Rule):
@@ -39,14 +41,16 @@ class BranchOnArrayInLoop(Rule):
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         # A `while` test runs every iteration of its own loop, so it counts even at top level.
-        in_loop = ctx.host_loop or (isinstance(node, ast.While) and not ctx.scope.traced)
+        in_loop = ctx.host_loop or ctx.per_step_body or (isinstance(node, ast.While) and not ctx.scope.traced)
         if not in_loop:
             return
+        if isinstance(node, ast.If) and node.body and all(isinstance(s, ast.Raise) for s in node.body):
+            return  # a check that raises on failure: an assertion, read because it must be
         test = node.test
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance"
                for n in ast.walk(test)):
             return  # type dispatch (`isinstance(g, int) and g == 1`): the value may be a Python int
-        if self._reads_array(test, ctx) and not periodic(ctx):
+        if self._reads_array(test, ctx) and not periodic(ctx) and not (ctx.loops and not_per_step(ctx)):
             ctx.report(self, test, what=describe(test))
 
     def _reads_array(self, test: ast.AST, ctx: Ctx) -> bool:

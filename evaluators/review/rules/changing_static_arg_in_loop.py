@@ -44,7 +44,7 @@ class ChangingStaticArgInLoop(Rule):
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not ctx.host_loop:
             return
-        info = ctx.analysis.jit_info(node.func)
+        info = ctx.jit_info(node.func)
         if info is None:
             return
         positions = info.static_positions()

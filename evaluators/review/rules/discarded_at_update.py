@@ -2,6 +2,8 @@
 
 What it does
     Flags `x.at[...].set(...)` (or `.add`, ...) used as a statement, its result thrown away.
+    Not in Pallas kernels or on Refs (`x_ref.at[...]`, `jax.new_ref`), where `.at` is a view
+    of mutable memory.
 
 Why is this bad
     JAX arrays are immutable: `.at[].set` returns a new array and leaves `x` unchanged. The
@@ -35,9 +37,35 @@ class DiscardedAtUpdate(Rule):
 
     def check(self, node: ast.Expr, ctx: Ctx) -> None:
         base = at_update_base(node.value)
-        if base is not None:
-            name = describe(base)
-            ctx.report(self, node, expr=describe(node.value), name=name)
+        if base is None or _is_ref(base, ctx):
+            return
+        ctx.report(self, node, expr=describe(node.value), name=describe(base))
+
+
+def _in_kernel(ctx: Ctx) -> bool:
+    scope = ctx.scope
+    while scope is not None:
+        if "pallas" in scope.reasons:
+            return True
+        scope = scope.parent
+    return False
+
+
+def _is_ref(base: ast.AST, ctx: Ctx) -> bool:
+    """A Pallas or JAX Ref: `ref.at[...]` is a view of mutable memory, and writes through it are real."""
+    if _in_kernel(ctx):
+        return True
+    root = base
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    if isinstance(root, ast.Name):
+        if root.id.endswith("_ref") or root.id == "ref":
+            return True
+        b = ctx.analysis.resolve(root.id, ctx.scope)
+        if b is not None and isinstance(b.value, ast.Call) and (ctx.qualname(b.value.func) or "").endswith(
+                ("new_ref", "empty_ref", ".Ref")):
+            return True
+    return False
 
 
 RULE = DiscardedAtUpdate()

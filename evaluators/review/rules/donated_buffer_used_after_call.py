@@ -2,7 +2,10 @@
 
 What it does
     Flags reading an argument after it was donated to a jitted call: later in the same block,
-    or on the next iteration of a loop that never re-binds it.
+    or on the next iteration of a loop that never re-binds it. Only where that is certain: the
+    callable is resolved by scope (not matched by an attribute name alone), made by `jax.jit`,
+    `pjit` or `pmap` with a literal donation spec. `nnx.jit` re-binds a donated Module's state
+    in place, so it is not flagged.
 
 Why is this bad
     A donated buffer is deleted (its memory now holds the output). Any later use raises
@@ -66,8 +69,8 @@ class DonatedBufferUsedAfterCall(Rule):
             call = self._donating_call(stmt, ctx)
             if call is None:
                 continue
-            info = ctx.analysis.jit_info(call.func)
-            donated = self._donated_args(call, info)
+            info = ctx.jit_info(call.func)
+            donated = self._donated_args(call, info, ctx)
             rebound = _names(stmt, ast.Store)
             for name in donated - rebound:
                 if self._read_later(name, body[i + 1:], ctx, call):
@@ -98,24 +101,31 @@ class DonatedBufferUsedAfterCall(Rule):
         value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
         if not isinstance(value, ast.Call):
             return None
-        info = ctx.analysis.jit_info(value.func)
-        if info is None or not info.donation_known or not (info.donate_argnums or info.donate_argnames):
-            return None
+        info = ctx.jit_info(value.func)
+        # An error needs certainty: the callable resolved by scope (not by attribute name alone)
+        # and a literal donation spec.
+        if (info is None or not info.exact or not info.donation_known or not info.donates_anything
+                or not info.maker.startswith("jax.")):
+            return None  # nnx.jit re-binds donated Module state in place; Equinox donates arrays only
         return value
 
     @staticmethod
-    def _donated_args(call: ast.Call, info) -> set[str]:
-        positions = info.donated_positions()
+    def _donated_args(call: ast.Call, info, ctx: Ctx) -> set[str]:
         out = set()
+        explicit = info.donated_positions() - (
+            set(range(info.donate_from, len(info.params or ()))) if info.donate_from is not None else set())
         for pos, arg in enumerate(call.args):
             if isinstance(arg, ast.Starred):
                 break
-            if pos in positions and isinstance(arg, ast.Name):
+            if not isinstance(arg, ast.Name):
+                continue
+            if pos in explicit or (info.donate_from is not None and pos >= info.donate_from
+                                   and ctx.kind(arg) == "jax"):  # Equinox donates arrays only
                 out.add(arg.id)
         params = info.params or ()
         for kw in call.keywords:
             if isinstance(kw.value, ast.Name) and (
-                kw.arg in (info.donate_argnames or ()) or (kw.arg in params and params.index(kw.arg) in positions)
+                kw.arg in (info.donate_argnames or ()) or (kw.arg in params and params.index(kw.arg) in explicit)
             ):
                 out.add(kw.value.id)
         return out

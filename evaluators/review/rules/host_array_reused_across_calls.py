@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import enclosing_loop_of, jitted_call_args_in_host_loop
+from evaluators.review.rules._util import TRANSFER_WORDS, enclosing_loop_of, jitted_call_args_in_host_loop, not_per_step
 
 
 class HostArrayReusedAcrossCalls(Rule):
@@ -42,6 +42,8 @@ class HostArrayReusedAcrossCalls(Rule):
         for arg in jitted_call_args_in_host_loop(node, ctx):
             if (isinstance(arg, ast.Name) and ctx.kind(arg) == "np"
                     and enclosing_loop_of(ctx, arg.id) is None):
+                if not_per_step(ctx, TRANSFER_WORDS, sync=False):
+                    return
                 ctx.report(self, arg, arg=arg.id, func=ast.unparse(node.func))
                 return
 

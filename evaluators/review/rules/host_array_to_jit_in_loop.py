@@ -24,7 +24,9 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import describe, enclosing_loop_of, jitted_call_args_in_host_loop
+from evaluators.review.rules._util import (
+    TRANSFER_WORDS, describe, enclosing_loop_of, jitted_call_args_in_host_loop, not_per_step,
+)
 
 
 class HostArrayToJitInLoop(Rule):
@@ -41,6 +43,8 @@ class HostArrayToJitInLoop(Rule):
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         for arg in jitted_call_args_in_host_loop(node, ctx):
             if self._host_per_iteration(arg, ctx):
+                if not_per_step(ctx, TRANSFER_WORDS, sync=False):
+                    return
                 ctx.report(self, arg, arg=describe(arg), func=describe(node.func))
                 return
 

@@ -8,7 +8,8 @@ What it does
 Why is this bad
     The step cannot start until its batch has crossed to the device, and the next batch is
     only transferred when Python gets to the next call: transfer and compute take turns
-    instead of overlapping. Information only: on CPU there is nothing to overlap.
+    instead of overlapping. Information only: on CPU there is nothing to overlap. Not flagged
+    for loops of a few literal iterations or under a CPU default device (host-side batching).
 
 Example
     for batch in loader:
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review import intent
 from evaluators.review.context import dotted
 from evaluators.review.rule import Ctx, Rule
 from evaluators.review.rules._util import describe
@@ -43,6 +45,9 @@ class HostBatchWithoutPrefetch(Rule):
     def check(self, node: ast.For, ctx: Ctx) -> None:
         if ctx.scope.traced or ctx.kind(node.iter) is not None:
             return
+        if intent.small_loop(node, ctx.analysis, ctx.scope) or any(
+                isinstance(n, ast.With) and intent.cpu_device_block(n) for n in ctx.stack):
+            return  # a few batches, or host-side batching under a CPU device on purpose
         it = node.iter
         lowered = (dotted(it.func if isinstance(it, ast.Call) else it) or "").lower()
         if "prefetch" in lowered or "device" in lowered:
@@ -62,7 +67,7 @@ class HostBatchWithoutPrefetch(Rule):
                 func_q = ctx.qualname(n.func)
                 if func_q in PUT_NAMES or (isinstance(n.func, ast.Attribute) and "prefetch" in n.func.attr):
                     return
-                if called is None and ctx.analysis.jit_info(n.func) is not None and any(
+                if called is None and ctx.jit_info(n.func) is not None and any(
                     isinstance(a, ast.Name) and a.id in targets for a in [*n.args, *(k.value for k in n.keywords)]
                 ):
                     called = n

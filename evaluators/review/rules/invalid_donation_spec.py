@@ -2,7 +2,8 @@
 
 What it does
     Flags `donate_argnums` that point past the wrapped function's positional parameters, and
-    arguments that are both donated and static.
+    arguments that are both donated and static, for `jax.jit` and `pjit`. The function is the
+    one the name means at that point (by scope and definition order).
 
 Why is this bad
     Both raise `ValueError` when the function is jitted (checked on jax 0.10.2): "Jitted
@@ -28,6 +29,10 @@ from evaluators.review.context import JitInfo
 from evaluators.review.rule import Ctx, Rule
 
 
+# Makers whose ValueError was checked on jax 0.10.2 (`jax.pmap` accepts the same spec silently).
+CHECKED = frozenset({"jax.jit", "jax.experimental.pjit.pjit", "jax.pjit"})
+
+
 class InvalidDonationSpec(Rule):
     code = "JM403"
     name = "invalid-donation-spec"
@@ -40,16 +45,19 @@ class InvalidDonationSpec(Rule):
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if isinstance(node, ast.Assign):
-            made = ctx.analysis.jit_from_call(node.value) if isinstance(node.value, ast.Call) else None
+            made = ctx.analysis.jit_from_call(node.value, ctx.scope) if isinstance(node.value, ast.Call) else None
             if made is None or not isinstance(made[1], ast.Name):
                 return
             info, wrapped = made
-            fn = ctx.analysis.functions.get(wrapped.id)
-            info.params = ctx.analysis.params_of(wrapped)
+            # The function this name means here (by scope and definition order), not the last
+            # def of that name in the file.
+            fn = ctx.analysis.resolve_def(wrapped, ctx.scope)
+            info.params = ctx.analysis.params_of(wrapped, ctx.scope)
         else:
             info = ctx.analysis.jitted_defs.get(node)
             fn = node
-        if info is None or info.params is None or fn is None or fn.args.vararg is not None:
+        if (info is None or info.params is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                or fn.args.vararg is not None or info.maker not in CHECKED):
             return
         problem = self._problem(info)
         if problem:

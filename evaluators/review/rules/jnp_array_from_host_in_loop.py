@@ -7,7 +7,8 @@ What it does
 
 Why is this bad
     Each conversion is a separate host->device transfer (and for lists, a host-side copy
-    first). Small per-iteration transfers add latency that batching removes.
+    first). Small per-iteration transfers add latency that batching removes. A batch generator
+    (a function that `yield`s) converting each batch once is the feed itself and is not flagged.
 
 Example
     for row in rows:
@@ -23,7 +24,8 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import describe, loop_targets
+from evaluators.review import intent
+from evaluators.review.rules._util import TRANSFER_WORDS, describe, loop_targets, not_per_step
 
 CONVERTERS = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
 PUT = "jax.device_put"
@@ -53,11 +55,39 @@ class JnpArrayFromHostInLoop(Rule):
             if _all_constants(arg):
                 return  # `jnp.array([[0]])`: a small literal; the cost is noise next to the call
             if k in ("np", "hostlist", "scalar") or (k == "list" and isinstance(arg, (ast.List, ast.ListComp))):
-                ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg))
+                if not self._skip(ctx):
+                    ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg))
         elif q == PUT and isinstance(arg, ast.Name) and arg.id in loop_targets(ctx.loops[-1]) and ctx.kind(arg) == "np":
             # Items of a host collection, one per iteration (a prefetch loop puts whole batches
             # from an iterator, whose items are of unknown kind, and is not flagged).
-            ctx.report(self, node, func="jax.device_put", arg=arg.id)
+            if not self._skip(ctx):
+                ctx.report(self, node, func="jax.device_put", arg=arg.id)
+
+    @staticmethod
+    def _skip(ctx: Ctx) -> bool:
+        return not_per_step(ctx, TRANSFER_WORDS, sync=False) or _feeds_batches(ctx)
+
+
+def _feeds_batches(ctx: Ctx) -> bool:
+    """A batch generator (`yield` in the function) or host-side work under a CPU device: each
+    conversion is the one transfer a batch needs, not a repeated one to hoist."""
+    fn = ctx.scope.node
+    memo = ctx.memo.setdefault("generator", {})
+    if id(fn) not in memo:
+        memo[id(fn)] = not isinstance(fn, ast.Module) and any(
+            isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(fn))
+    if memo[id(fn)]:
+        return True
+    return any(isinstance(n, ast.With) and intent.cpu_device_block(n) for n in ctx.stack)
+
+
+def _own_nodes(fn: ast.AST):
+    stack = list(getattr(fn, "body", []))
+    while stack:
+        n = stack.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(n))
 
 
 def _all_constants(node: ast.AST) -> bool:

@@ -117,9 +117,7 @@ class LargeConstantCapturedByJit(Rule):
     @staticmethod
     def _bound_locally(name: str, scope, ctx: Ctx) -> bool:
         while scope is not None and scope is not ctx.analysis.module_scope:
-            if name in scope.params or any(
-                isinstance(t, ast.Name) and t.id == name for t, _v, _i in scope.assigns
-            ):
+            if name in scope.bindings:
                 return True
             scope = scope.parent
         return False

@@ -1,10 +1,15 @@
 """JM401 missing-donation
 
 What it does
-    Flags `state = step(state, ...)` in a loop, where `step` is jitted and the argument whose
-    result replaces it is not donated (`donate_argnums` / `donate_argnames`). Reported once per
-    jitted function and argument (the fix is at its definition); names of PRNG keys and
-    counters (`key`, `rng`, `step`, ...) are left alone, being a few bytes.
+    Flags `state = step(state, ...)` in a loop, where `step` is jitted and an argument whose
+    result replaces it is not donated (`donate_argnums` / `donate_argnames`, Equinox
+    `donate=`). Every argument is checked (`rng, state = step(rng, state, batch)` is about
+    `state`) and one finding per jitted function names them all. Left alone: PRNG keys and
+    counters (`key`, `rng`, `step`, ...), values that are not arrays or are small where the
+    source shows their size (scalars, `np.zeros(40)`), a graphdef from `nnx.split`, old values
+    the loop keeps in whole or in part (`history.append(state)`, `rollout.append(state.frame)`:
+    donating would delete live buffers), loops of a
+    few literal iterations unless the state is visibly large, and benchmarks.
 
 Why is this bad
     Without donation the output needs a fresh buffer while the input is still alive: during
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review import intent
 from evaluators.review.rule import Ctx, Rule
 
 
@@ -37,6 +43,9 @@ def target_names(targets: list[ast.AST]) -> set[str]:
 
 
 SMALL_STATE_HINTS = ("key", "rng", "seed", "step", "count")
+SMALL_ELEMENTS = 1 << 16  # 256 KiB of float32: a second copy of this costs nothing that matters
+LARGE_ELEMENTS = 1 << 20  # 4 MiB of float32: worth donating even in a short loop
+KEEPERS = frozenset({"append", "extend", "insert", "add", "put", "setdefault", "update"})
 
 
 class MissingDonation(Rule):
@@ -44,8 +53,10 @@ class MissingDonation(Rule):
     name = "missing-donation"
     topic = "buffer-donation"
     severity = "info"  # right for large states; small ones lose little, so it is advice, not a warning
-    message = "`{arg}` is replaced by the result of jitted `{func}` without donation: old and new buffers coexist every step"
+    message = "`{arg}` {verb} replaced by the result of jitted `{func}` without donation: old and new buffers coexist every step"
     fix = "Donate the argument: `jax.jit(..., donate_argnums={pos})` (or donate_argnames) so the output reuses its buffer."
+    fix_equinox = "Donate it: `eqx.filter_jit(donate=\"all\")` (or \"all-except-first\", passing what must survive first) so the output reuses its buffers."
+    fix_haliax = "Donate it with `named_jit(..., donate_args=...)` so the output reuses its buffers."
     node_types = (ast.Assign,)
     requires = ('jit', 'pmap')
     only_in_host_loops = True
@@ -54,37 +65,124 @@ class MissingDonation(Rule):
         if not ctx.host_loop or not isinstance(node.value, ast.Call):
             return
         call = node.value
-        info = ctx.analysis.jit_info(call.func)
-        if info is None or not info.donation_known:
+        info = ctx.jit_info(call.func)
+        if info is None or not info.donation_known or intent.benchmark_function(ctx.scope, ctx.analysis):
             return
-        donated = info.donated_positions()
         static = info.static_positions()
         names = target_names(node.targets)
         params = info.params or ()
-        for pos, arg in enumerate(call.args):
+        found: list[tuple[int, ast.Name]] = []
+        for p, arg in enumerate(call.args):
             if isinstance(arg, ast.Starred):
-                return  # positions after *args are unknown
-            if isinstance(arg, ast.Name) and arg.id in names and pos not in donated and pos not in static:
-                self._report(ctx, arg, call, str(pos))
-                return
+                break  # positions after *args are unknown
+            if isinstance(arg, ast.Name) and arg.id in names and not info.donates(p) and p not in static:
+                found.append((p, arg))
         for kw in call.keywords:
             if isinstance(kw.value, ast.Name) and kw.value.id in names and kw.arg in params:
-                pos = params.index(kw.arg)
-                if pos not in donated and pos not in static:
-                    self._report(ctx, kw.value, call, str(pos))
-                    return
-
-    def _report(self, ctx: Ctx, arg: ast.Name, call: ast.Call, pos: str) -> None:
-        if any(h in arg.id.lower() for h in SMALL_STATE_HINTS):
-            return  # PRNG keys and counters: a few bytes, donation saves nothing
-        # The fix is at the definition, so one finding per jitted function and argument is
-        # enough; every further call site would repeat it.
-        seen = ctx.memo.setdefault("missing_donation", set())
-        key = (id(ctx.analysis.jit_info(call.func)), pos)
-        if key in seen:
+                p = params.index(kw.arg)
+                if not info.donates(p) and p not in static and kw.arg not in (info.donate_argnames or ()):
+                    found.append((p, kw.value))
+        loop = ctx.loops[-1]
+        short = intent.small_loop(loop, ctx.analysis, ctx.scope)
+        keep = [(p, arg) for p, arg in found if self._worth_donating(arg, loop, short, ctx)]
+        if not keep:
             return
-        seen.add(key)
-        ctx.report(self, arg, arg=arg.id, func=ast.unparse(call.func), pos=pos)
+        # The fix is at the definition, so one finding per jitted function is enough; every
+        # further call site would repeat it.
+        seen = ctx.memo.setdefault("missing_donation", set())
+        if id(info) in seen:
+            return
+        seen.add(id(info))
+        args = ", ".join(dict.fromkeys(a.id for _p, a in keep))
+        positions = sorted({p for p, _a in keep})
+        fix = None
+        if info.maker.startswith("equinox."):
+            fix = self.fix_equinox
+        elif info.maker.startswith("haliax."):
+            fix = self.fix_haliax
+        ctx.report(self, keep[0][1], arg=args, verb="are" if "," in args else "is", func=ast.unparse(call.func),
+                   pos=str(positions[0]) if len(positions) == 1 else str(tuple(positions)), fix=fix)
+
+    def _worth_donating(self, arg: ast.Name, loop: ast.AST, short: bool, ctx: Ctx) -> bool:
+        if any(h in arg.id.lower() for h in SMALL_STATE_HINTS):
+            return False  # PRNG keys and counters: a few bytes, donation saves nothing
+        a = ctx.analysis
+        just_before = (loop.lineno, loop.col_offset - 1)
+        before = a.resolve(arg.id, ctx.scope, just_before)  # the value the loop starts from
+        if before is not None and before.how == "assign":
+            if (before.index == 0 and isinstance(before.value, ast.Call)
+                    and a.qualname(before.value.func) in ("flax.nnx.split", "flax.nnx.graph.split")):
+                return False  # a GraphDef: static structure, no buffers
+            if a.binding_kind(before, ctx.scope) == "scalar":
+                return False
+        size = intent.element_count(ast.Name(arg.id, ast.Load(), lineno=loop.lineno, col_offset=loop.col_offset - 1),
+                                    a, ctx.scope)
+        if size is not None and size <= SMALL_ELEMENTS:
+            return False
+        if short and (size is None or size < LARGE_ELEMENTS):
+            return False  # a demo loop of a few steps: the extra copy lives a few steps
+        return not self._kept(arg.id, loop) and not self._kept_from_before(arg.id, loop, ctx)
+
+    @staticmethod
+    def _kept_from_before(name: str, loop: ast.AST, ctx: Ctx) -> bool:
+        """`original = model` before the loop and `original` read after it starts: the first
+        step's input must survive, so donating it would delete a live array."""
+        start = (loop.lineno, loop.col_offset)
+        for other, bindings in ctx.scope.bindings.items():
+            if other == name:
+                continue
+            for b in bindings:
+                if (b.how == "assign" and b.index is None and b.at < start and isinstance(b.value, ast.Name)
+                        and b.value.id == name and _read_after(ctx.scope.node, other, start)):
+                    return True
+        return False
+
+    @staticmethod
+    def _kept(name: str, loop: ast.AST) -> bool:
+        """The loop keeps the old value somewhere (a list, a dict, another name, a yield)."""
+        for n in ast.walk(loop):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in KEEPERS:
+                if any(_mentions(a, name) for a in [*n.args, *(k.value for k in n.keywords)]):
+                    return True
+            elif isinstance(n, (ast.Yield, ast.YieldFrom)) and n.value is not None and _mentions(n.value, name):
+                return True
+            elif isinstance(n, ast.Assign) and _mentions(n.value, name, bare_only=True):
+                for t in n.targets:
+                    if isinstance(t, ast.Name):
+                        # `prev = state` keeps it, unless `prev` is re-bound in the loop anyway
+                        # (`test_state = state` then `test_state = evaluate(test_state)`).
+                        if t.id != name and _bindings(loop, t.id) == 1:
+                            return True
+                    else:
+                        return True  # `cache[i] = state`, `self.best = state`
+            elif isinstance(n, ast.AugAssign) and isinstance(n.value, (ast.List, ast.Tuple)) and _mentions(n.value, name):
+                return True  # `history += [state]`
+        return False
+
+
+def _read_after(fn: ast.AST, name: str, start: tuple[int, int]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               and (n.lineno, n.col_offset) > start for n in ast.walk(fn))
+
+
+def _bindings(loop: ast.AST, name: str) -> int:
+    return sum(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(loop))
+
+
+def _mentions(expr: ast.AST, name: str, bare_only: bool = False) -> bool:
+    """`expr` holds the value itself or a part of it (`state`, `(state, t)`, `[state]`,
+    `state.pipeline_state`, `state["params"]`), not something computed from it."""
+    if isinstance(expr, ast.Name):
+        return expr.id == name
+    if isinstance(expr, (ast.Attribute, ast.Subscript)) and not bare_only:
+        return _mentions(expr.value, name)
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return any(_mentions(e, name) for e in expr.elts)
+    if isinstance(expr, ast.Dict) and not bare_only:
+        return any(v is not None and _mentions(v, name) for v in expr.values)
+    if isinstance(expr, ast.Dict):
+        return any(v is not None and _mentions(v, name) for v in expr.values)
+    return False
 
 
 RULE = MissingDonation()

@@ -23,13 +23,17 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import periodic
+from evaluators.review.rules._util import not_per_step, periodic
 
 
 # NumPy functions that read only shape and dtype: no copy, no wait.
 METADATA = frozenset({"numpy.ndim", "numpy.shape", "numpy.size", "numpy.result_type", "numpy.dtype",
                       "numpy.iinfo", "numpy.finfo", "numpy.issubdtype", "numpy.isscalar", "numpy.can_cast",
                       "numpy.promote_types"})
+
+
+# A benchmark named for one of these measures the copy to the host itself.
+WORDS = ("device_get", "asarray", "numpy", "to_host", "fetch", "d2h", "device_to_host", "transfer")
 
 
 class NumpyConversionInLoop(Rule):
@@ -44,14 +48,14 @@ class NumpyConversionInLoop(Rule):
     only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
-        if not ctx.host_loop or not node.args:
+        if not (ctx.host_loop or ctx.per_step_body) or not node.args:
             return
         q = ctx.qualname(node.func)
         if q is None or not (q.startswith("numpy.") or q == "jax.device_get") or q in METADATA:
             return
         if q.startswith("numpy.testing."):
             return  # an assertion has to read the values; keeping them on device is no fix
-        if any(ctx.kind(a) == "jax" for a in node.args) and not periodic(ctx):
+        if any(ctx.kind(a) == "jax" for a in node.args) and not periodic(ctx) and not not_per_step(ctx, WORDS):
             local = q.replace("numpy.", "np.", 1)
             ctx.report(self, node, func=local)
 

@@ -6,7 +6,9 @@ What it does
 
 Why is this bad
     Formatting an array needs its values: the host waits for the device and copies the array
-    back, every iteration. The program becomes as slow as its slowest sync.
+    back, every iteration. The program becomes as slow as its slowest sync. Not flagged: logging
+    under `if step % N == 0`, messages of a `raise`, loops of a few literal iterations, per-epoch
+    loops and loops that queue no device work.
 
 Example
     for step in range(steps):
@@ -24,7 +26,7 @@ from __future__ import annotations
 import ast
 
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import builtin_name, describe, periodic
+from evaluators.review.rules._util import builtin_name, describe, not_per_step, periodic
 
 FORMATTERS = frozenset({"print", "str", "repr", "format"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "error", "critical", "exception", "log", "write"})
@@ -41,7 +43,7 @@ class PrintArrayInLoop(Rule):
     only_in_host_loops = True
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
-        if not ctx.host_loop:
+        if not (ctx.host_loop or ctx.per_step_body):
             return
         if isinstance(node, ast.JoinedStr):
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
@@ -53,7 +55,7 @@ class PrintArrayInLoop(Rule):
             if isinstance(value, ast.JoinedStr):
                 continue  # the f-string itself is checked (and reported) on its own
             if ctx.kind(value) == "jax":
-                if not periodic(ctx):
+                if not periodic(ctx) and not not_per_step(ctx, ("print", "format", "log")):
                     ctx.report(self, node, what=describe(value))
                 return
 

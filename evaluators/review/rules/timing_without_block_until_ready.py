@@ -3,9 +3,13 @@
 What it does
     Flags `t0 = time.perf_counter()` ... `time.perf_counter() - t0` around JAX work when
     nothing in between waits for the result (`block_until_ready`, a host read), and
-    `timeit.timeit(lambda: f(x))` whose callable does not block either. When the region does
-    wait, it still flags a region holding the first call of a jitted function in that block:
-    the timing then includes tracing and compilation.
+    `timeit.timeit(lambda: f(x))` whose callable does not block either. Waiting includes a host
+    read of a result (`float`, `.item()`, NumPy on it, formatting it in an f-string before the
+    timer is read), a module function that does one, and calls into code the reviewer cannot
+    see that are given device values or whose results are kept. When the region does wait, it still
+    flags (info) a region holding the first call of a jitted function, unless the function ran
+    earlier in that scope or the region is timed again on every iteration of a loop: the
+    timing then includes tracing and compilation.
 
 Why is this bad
     JAX returns from a call as soon as the work is queued. Without waiting, the timer measures
@@ -27,9 +31,9 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.context import dotted
+from evaluators.review.context import dotted, pos
 from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import TIMERS, is_sync
+from evaluators.review.rules._util import TIMERS, is_sync, waits
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
@@ -72,13 +76,17 @@ class TimingWithoutBlockUntilReady(Rule):
                 if stop is None:
                     continue
                 del starts[name]
-                runs, waits, jitted = self._scan(body[start + 1:i + 1], ctx)
+                runs, waited, jitted = self._scan(body[start + 1:i], ctx)
+                if not waited and self._stop_waits(stmt, stop, ctx):
+                    waited = True
                 if not runs:
                     continue
-                if not waits:
+                if not waited:
                     ctx.report(self, stop)
                     continue
-                warmed = self._jitted_calls([s for s in body[:start] if not isinstance(s, _DEFS)], ctx)
+                if ctx.loops:
+                    continue  # timed on every iteration: only the first includes compilation
+                warmed = self._warmed(body[start], ctx)
                 first = next((f for f in jitted if f not in warmed), None)
                 if first:
                     # Information only: a training script timing its whole run may want compilation in.
@@ -86,34 +94,88 @@ class TimingWithoutBlockUntilReady(Rule):
                                severity="info", func=first)
 
     @staticmethod
-    def _jitted_calls(stmts: list[ast.AST], ctx: Ctx) -> set[str]:
-        return {dotted(n.func) or "function" for stmt in stmts for n in ast.walk(stmt)
-                if isinstance(n, ast.Call) and ctx.analysis.jit_info(n.func) is not None}
+    def _warmed(start: ast.stmt, ctx: Ctx) -> set[str]:
+        """Jitted functions called anywhere in this scope before the timer starts (warm-up)."""
+        limit = pos(start)
+        out = set()
+        stack = list(getattr(ctx.scope.node, "body", []))
+        while stack:
+            n = stack.pop()
+            if isinstance(n, _DEFS) or (hasattr(n, "lineno") and pos(n) >= limit):
+                continue
+            if isinstance(n, ast.Call) and ctx.jit_info(n.func) is not None:
+                out.add(dotted(n.func) or "function")
+            stack.extend(ast.iter_child_nodes(n))
+        return out
+
+    def _stop_waits(self, stmt: ast.stmt, stop: ast.AST, ctx: Ctx) -> bool:
+        """The statement that reads the timer waits before it does (`print(f"{loss} {t() - t0}")`)."""
+        limit = pos(stop)
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.FormattedValue) and pos(n) < limit and ctx.kind(n.value) == "jax":
+                return True
+            if isinstance(n, ast.Call) and pos(n) < limit and n is not stop and waits(ctx, n) and not (
+                    isinstance(n.func, ast.Name) and n.func.id == "print"):
+                return True
+        return False
 
     def _scan(self, stmts: list[ast.AST], ctx: Ctx) -> tuple[bool, bool, list[str]]:
         """One pass: does JAX work run, does anything wait for it, which jitted functions are called."""
-        runs = waits = False
+        runs = waited = False
         jitted: list[str] = []
         for stmt in stmts:
             for n in ast.walk(stmt):
+                if isinstance(n, ast.FormattedValue) and not waited and ctx.kind(n.value) == "jax":
+                    waited = True
                 if not isinstance(n, ast.Call):
                     continue
-                if ctx.analysis.jit_info(n.func) is not None:
+                if ctx.jit_info(n.func) is not None:
                     jitted.append(dotted(n.func) or "function")
                     runs = True
                 elif not runs and ctx.kind(n) == "jax":
                     runs = True
-                if not waits and (is_sync(ctx, n) and not self._prints_only_time(n, ctx)
-                                  or self._may_wait(n, ctx)):
-                    waits = True
-        return runs, waits, jitted
+                if not waited and (is_sync(ctx, n) and not self._prints_only_time(n, ctx)
+                                   or self._may_wait(n, ctx) or self._local_waits(n, ctx)):
+                    waited = True
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) and self._opaque(stmt.value, ctx):
+                # A result from code the reviewer cannot see (`result = service.generate(reqs)`)
+                # may well be host data it waited for; not flagging is the safe side.
+                waited = True
+        return runs, waited, jitted
+
+    @staticmethod
+    def _opaque(call: ast.Call, ctx: Ctx) -> bool:
+        """A call into code the reviewer cannot see (not JAX/NumPy/stdlib, not jitted, not local)."""
+        if ctx.qualname(call.func) is not None or ctx.jit_info(call.func) is not None:
+            return False
+        if isinstance(call.func, ast.Name) and ctx.builtin(call.func):
+            return False
+        return ctx.analysis.resolve_def(call.func, ctx.scope) is None
+
+    @staticmethod
+    def _local_waits(call: ast.Call, ctx: Ctx) -> bool:
+        """A module function whose body waits (a host read, block_until_ready): one level."""
+        fn = ctx.analysis.resolve_def(call.func, ctx.scope)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        memo = ctx.memo.setdefault("local_waits", {})
+        if id(fn) not in memo:
+            memo[id(fn)] = False
+            scope = ctx.analysis.scopes.get(fn)
+            if scope is not None and not scope.traced:
+                saved, ctx.scope = ctx.scope, scope
+                try:
+                    memo[id(fn)] = any(waits(ctx, s) for s in fn.body if not isinstance(s, _DEFS))
+                finally:
+                    ctx.scope = saved
+        return memo[id(fn)]
 
     @staticmethod
     def _may_wait(call: ast.Call, ctx: Ctx) -> bool:
         """Device values handed to code we cannot see (a checkpoint manager, a metrics writer)
         may be read there; not flagging is the safe side."""
         q = ctx.qualname(call.func)
-        if q is not None or ctx.analysis.jit_info(call.func) is not None:
+        if q is not None or ctx.jit_info(call.func) is not None:
             return False  # known library (jax, numpy, time, ...) or a jitted function
         if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "add", "update"):
             return False  # containers keep references; they read nothing

@@ -1,9 +1,13 @@
 """JM801 whole-function-checkpoint
 
 What it does
-    Flags `jax.grad(jax.checkpoint(loss))` (also `value_and_grad`, `vjp`, and a function
-    decorated with or wrapped by `jax.checkpoint` / `jax.remat` that is then differentiated
-    as a whole).
+    Flags `jax.grad(jax.checkpoint(loss))` (also `value_and_grad`, `vjp`, the `nnx`/Equinox
+    versions, and a function decorated with or wrapped by `jax.checkpoint` / `jax.remat` that
+    is then differentiated as a whole). The name is resolved by scope and definition order:
+    another function of the same name elsewhere does not count. Not flagged: a checkpoint with
+    a `policy=` (it saves what the policy names and can cut memory), and code inside a
+    scanned or `custom_vjp` body, where the checkpointed function is one block of a larger
+    differentiated program.
 
 Why is this bad
     Checkpointing saves memory by dropping residuals inside a region and recomputing them
@@ -27,10 +31,12 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review.context import pos
 from evaluators.review.rule import Ctx, Rule
 
-DIFF = frozenset({"jax.grad", "jax.value_and_grad", "jax.vjp", "jax.jacrev"})
-CKPT = "jax.checkpoint"
+DIFF = frozenset({"jax.grad", "jax.value_and_grad", "jax.vjp", "jax.jacrev", "flax.nnx.grad",
+                  "flax.nnx.value_and_grad", "equinox.filter_grad", "equinox.filter_value_and_grad"})
+CKPT = frozenset({"jax.checkpoint", "flax.nnx.remat", "flax.nnx.checkpoint", "equinox.filter_checkpoint"})
 
 
 class WholeFunctionCheckpoint(Rule):
@@ -46,44 +52,48 @@ class WholeFunctionCheckpoint(Rule):
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         q = ctx.qualname(node.func)
-        if q not in DIFF or not node.args:
+        if q not in DIFF or not node.args or self._inside_block(ctx):
             return
-        fn = node.args[0]
-        if self._checkpointed(fn, ctx):
-            ctx.report(self, node, func=q)
+        if self._checkpointed(node.args[0], ctx):
+            ctx.report(self, node, func=q.replace("flax.nnx.", "nnx.").replace("equinox.", "eqx."))
+
+    @staticmethod
+    def _inside_block(ctx: Ctx) -> bool:
+        scope = ctx.scope
+        while scope is not None:
+            if scope.reasons & {"control", "custom"}:
+                return True
+            scope = scope.parent
+        return False
 
     def _checkpointed(self, fn: ast.AST, ctx: Ctx) -> bool:
         if isinstance(fn, ast.Call):
-            q = ctx.qualname(fn.func)
-            if q == CKPT:
-                return True
-            if q == "functools.partial" and fn.args and ctx.qualname(fn.args[0]) == CKPT:
-                return False  # partial(checkpoint, ...) alone is a decorator maker, not an application
-            return False
+            return self._checkpoint_call(fn, ctx)
         if isinstance(fn, ast.Name):
-            names = ctx.memo.get("checkpointed")
-            if names is None:
-                names = ctx.memo["checkpointed"] = self._checkpointed_names(ctx)
-            return fn.id in names
+            b = ctx.analysis.resolve(fn.id, ctx.scope, pos(fn))
+            if b is None:
+                return False
+            if b.how == "def":
+                return any(self._checkpoint_decorator(d, ctx) for d in b.node.decorator_list)
+            if b.how == "assign" and b.index is None and isinstance(b.value, ast.Call):
+                return self._checkpoint_call(b.value, ctx)
         return False
 
-    @staticmethod
-    def _checkpointed_names(ctx: Ctx) -> set[str]:
-        out = set()
-        for name, fn in ctx.analysis.functions.items():
-            for dec in fn.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                q = ctx.qualname(target)
-                if q == "functools.partial" and isinstance(dec, ast.Call) and dec.args:
-                    q = ctx.qualname(dec.args[0])
-                if q == CKPT:
-                    out.add(name)
-        for scope in ctx.analysis.scopes.values():
-            for target, value, is_iter in scope.assigns:
-                if (not is_iter and isinstance(target, ast.Name) and isinstance(value, ast.Call)
-                        and ctx.qualname(value.func) == CKPT):
-                    out.add(target.id)
-        return out
+    def _checkpoint_call(self, call: ast.Call, ctx: Ctx) -> bool:
+        """`jax.checkpoint(f)` without a policy (`partial(jax.checkpoint, ...)` alone only makes a decorator)."""
+        return ctx.qualname(call.func) in CKPT and bool(call.args) and not _has_policy(call)
+
+    def _checkpoint_decorator(self, dec: ast.AST, ctx: Ctx) -> bool:
+        if isinstance(dec, ast.Call):
+            q = ctx.qualname(dec.func)
+            if q == "functools.partial" and dec.args:
+                return ctx.qualname(dec.args[0]) in CKPT and not _has_policy(dec)
+            return q in CKPT and not _has_policy(dec)
+        return ctx.qualname(dec) in CKPT
+
+
+def _has_policy(call: ast.Call) -> bool:
+    return any(k.arg == "policy" for k in call.keywords)
 
 
 RULE = WholeFunctionCheckpoint()

@@ -1,0 +1,204 @@
+"""What code is for, read from its shape: the places where a per-step cost is not one.
+
+A demo loop of five iterations, a loop over epochs, a benchmark that times exactly the
+operation a rule would flag, code under `pytest.raises`: the pattern is there, the cost is not.
+Rules ask these predicates before they report; each one is a plain reading of the source, never
+a path or project name.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from evaluators.review.context import Analysis, Scope, pos
+
+SMALL_LOOP = 16  # iterations; a loop this short runs a per-step cost a handful of times
+_BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")
+RAISES = frozenset({"pytest.raises"})
+RAISES_METHODS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
+
+
+def int_value(expr: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) -> int | None:
+    """An int literal, or a name bound to one (`N = 10`), or simple arithmetic of those."""
+    if depth > 4:
+        return None
+    if isinstance(expr, ast.Constant) and type(expr.value) is int:
+        return expr.value
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        v = int_value(expr.operand, analysis, scope, depth + 1)
+        return None if v is None else -v
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Pow)):
+        left = int_value(expr.left, analysis, scope, depth + 1)
+        right = int_value(expr.right, analysis, scope, depth + 1)
+        if left is None or right is None:
+            return None
+        try:
+            if isinstance(expr.op, ast.Pow):
+                return left ** right if 0 <= right < 64 else None
+            return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}.get(
+                type(expr.op), left // right if right else None)
+        except (OverflowError, ZeroDivisionError):
+            return None
+    if isinstance(expr, ast.Name):
+        b = analysis.resolve(expr.id, scope, pos(expr))
+        if b is not None and b.how == "assign" and b.value is not None and b.value is not expr:
+            value = b.value
+            if b.index is not None:
+                if not (isinstance(value, ast.Tuple) and b.index < len(value.elts)):
+                    return None
+                value = value.elts[b.index]
+            return int_value(value, analysis, scope, depth + 1)
+    return None
+
+
+def trip_count(it: ast.AST, analysis: Analysis, scope: Scope) -> int | None:
+    """Iterations of `for ... in it` when the source says so: `range(5)`, a literal tuple."""
+    if isinstance(it, (ast.List, ast.Tuple, ast.Set)) and not any(isinstance(e, ast.Starred) for e in it.elts):
+        return len(it.elts)
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and analysis.is_builtin(it.func, scope):
+        name, args = it.func.id, it.args
+        if name == "range" and 1 <= len(args) <= 3:
+            vals = [int_value(a, analysis, scope) for a in args]
+            if any(v is None for v in vals):
+                return None
+            start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], vals[2] if len(vals) == 3 else 1)
+            return len(range(start, stop, step)) if step else None
+        if name in ("enumerate", "reversed", "sorted", "list", "tuple") and args:
+            return trip_count(args[0], analysis, scope)
+        if name == "zip" and args:
+            counts = [trip_count(a, analysis, scope) for a in args]
+            known = [c for c in counts if c is not None]
+            return min(known) if known else None
+    return None
+
+
+def small_loop(loop: ast.AST, analysis: Analysis, scope: Scope) -> bool:
+    """A loop whose source fixes at most SMALL_LOOP iterations (a demo, a few warm-up runs)."""
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        it = loop.iter
+    elif isinstance(loop, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        it = loop.generators[0].iter
+    else:
+        return False
+    n = trip_count(it, analysis, scope)
+    return n is not None and n <= SMALL_LOOP
+
+
+def epoch_loop(loop: ast.AST) -> bool:
+    """`for epoch in ...`: each iteration is a whole pass over the data, not a step."""
+    target = getattr(loop, "target", None)
+    return target is not None and any(isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target))
+
+
+def benchmark_function(scope: Scope, analysis: Analysis) -> str | None:
+    """The name of the enclosing benchmark (registered with a benchmark harness or named as one)."""
+    s: Scope | None = scope
+    while s is not None and s is not analysis.module_scope:
+        node = s.node
+        name = getattr(node, "name", None)
+        if name is not None:
+            for dec in getattr(node, "decorator_list", ()):
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                text = (analysis.qualname(target) or ast.unparse(target)).lower()
+                if "benchmark" in text:
+                    return name
+            if _BENCH_NAME.search(name.lower()):
+                return name
+        s = s.parent
+    return None
+
+
+def raises_block(node: ast.With, analysis: Analysis) -> bool:
+    """`with pytest.raises(...)` / `with self.assertRaises(...)`: the body is expected to fail."""
+    for item in node.items:
+        expr = item.context_expr
+        if not isinstance(expr, ast.Call):
+            continue
+        if analysis.qualname(expr.func) in RAISES:
+            return True
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in RAISES_METHODS:
+            return True
+    return False
+
+
+def cpu_device_block(node: ast.With) -> bool:
+    """`with jax.default_device(cpu)` / `with use_cpu_device():` - host-side work on purpose."""
+    for item in node.items:
+        text = ast.unparse(item.context_expr).lower()
+        if "cpu" in text and ("device" in text or "default" in text):
+            return True
+    return False
+
+
+_SHAPED = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like"})
+_ELEMENTWISE_HINT = ("log", "exp", "sqrt", "abs", "sin", "cos", "tanh", "float32", "float64", "int32", "asarray", "array")
+
+
+def element_count(expr: ast.AST | None, analysis: Analysis, scope: Scope, depth: int = 0) -> int | None:
+    """Number of elements of the value an expression builds, when the source fixes it: a scalar
+    (1), `jnp.zeros((1024, 1024))`, `np.zeros(40)`, `jax.random.normal(key)` (1), and names
+    bound to those. None when not visible."""
+    if expr is None or depth > 12:
+        return None
+    if isinstance(expr, ast.Constant):
+        return 1 if isinstance(expr.value, (int, float, complex)) and not isinstance(expr.value, bool) else None
+    if isinstance(expr, ast.UnaryOp):
+        return element_count(expr.operand, analysis, scope, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        left = element_count(expr.left, analysis, scope, depth + 1)
+        right = element_count(expr.right, analysis, scope, depth + 1)
+        return None if left is None or right is None else max(left, right)
+    if isinstance(expr, ast.Name):
+        b = analysis.resolve(expr.id, scope, pos(expr))
+        if b is not None and b.how == "assign" and b.index is None and b.value is not None and b.value is not expr:
+            return element_count(b.value, analysis, scope, depth + 1)
+        return None
+    if not isinstance(expr, ast.Call):
+        return None
+    func = expr.func
+    q = analysis.qualname(func)
+    if q is None:
+        if isinstance(func, ast.Attribute) and func.attr in ("reshape", "astype", "copy", "ravel", "flatten"):
+            return element_count(func.value, analysis, scope, depth + 1)
+        return None
+    if not q.startswith(("numpy.", "jax.numpy.", "jax.random.")):
+        return None
+    fn = q.rsplit(".", 1)[-1]
+    shape = None
+    for kw in expr.keywords:
+        if kw.arg in ("shape", "size"):
+            shape = kw.value
+    if shape is None:
+        if fn in _SHAPED and expr.args:
+            if fn.endswith("_like"):
+                return element_count(expr.args[0], analysis, scope, depth + 1)
+            shape = expr.args[0]
+        elif q.startswith("jax.random."):
+            if fn in ("key", "PRNGKey", "split", "fold_in"):
+                return None
+            if len(expr.args) >= 2:
+                shape = expr.args[1]
+            else:
+                return 1  # `jax.random.normal(key)`: shape () by default
+        elif q.startswith("numpy.random.") and fn in ("rand", "randn"):
+            shape = ast.Tuple(list(expr.args)) if expr.args else None
+            if shape is None:
+                return 1
+        elif fn in ("array", "asarray") and expr.args:
+            arg = expr.args[0]
+            if isinstance(arg, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) for e in arg.elts):
+                return len(arg.elts)
+            return element_count(arg, analysis, scope, depth + 1)
+        elif any(fn.startswith(h) for h in _ELEMENTWISE_HINT) and expr.args:
+            counts = [element_count(a, analysis, scope, depth + 1) for a in expr.args]
+            return None if any(c is None for c in counts) else max(counts)
+    if shape is None:
+        return None
+    dims = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
+    total = 1
+    for d in dims:
+        v = int_value(d, analysis, scope)
+        if v is None or v < 0:
+            return None
+        total *= v
+    return total

@@ -1,0 +1,115 @@
+"""JM601 xla-env-after-backend-start
+
+What it does
+    Flags module code that sets an `XLA_*` variable (`XLA_PYTHON_CLIENT_PREALLOCATE`,
+    `XLA_PYTHON_CLIENT_MEM_FRACTION`, `XLA_PYTHON_CLIENT_ALLOCATOR`, `XLA_FLAGS`, ...) or
+    `TF_GPU_ALLOCATOR` in `os.environ` after something in the module has started a JAX
+    backend: a JAX operation (`jnp.ones`, `jax.random.key`), `jax.devices()`,
+    `jax.device_count()`, `jax.default_backend()`, a jitted call, or a module function that
+    does one of those.
+
+Why is this bad
+    JAX reads these variables once, when the backend starts (the first operation or device
+    query), not at import. Set after that they are silently ignored. Set after `import jax`
+    but before anything starts a backend they still work: verified on jax 0.10.2, where
+    `XLA_FLAGS=--xla_force_host_platform_device_count=4` set after `import jax` gave 4 CPU
+    devices, and 1 when a `jnp.ones(3)` ran first. (On the CPU backend the
+    `XLA_PYTHON_CLIENT_*` variables have no effect at all.)
+
+Example
+    import jax
+    print(jax.devices())
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+
+Use instead
+    import os
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"   # before jax is imported (safest)
+    import jax
+    print(jax.devices())
+"""
+from __future__ import annotations
+
+import ast
+
+from evaluators.review.context import JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
+from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import ENV_CALLS, describe, env_writes, in_module_code
+
+# Calls that start a backend (device queries and anything that makes an array).
+STARTS_BACKEND = frozenset({
+    "jax.devices", "jax.local_devices", "jax.device_count", "jax.local_device_count", "jax.default_backend",
+    "jax.process_index", "jax.process_count", "jax.device_put", "jax.live_arrays", "jax.block_until_ready",
+    "jax.extend.backend.get_backend", "jax.lib.xla_bridge.get_backend", "jax.make_mesh",
+})
+
+
+def topic_for(key: str) -> str:
+    if "MEM_FRACTION" in key:
+        return "gpu-memory-fraction"
+    if "ALLOCATOR" in key:
+        return "gpu-allocator"
+    return "gpu-preallocation"
+
+
+class XlaEnvAfterBackendStart(Rule):
+    code = "JM601"
+    name = "xla-env-after-backend-start"
+    topic = "gpu-preallocation"
+    severity = "warning"
+    message = "`{key}` is set after a JAX backend started (line {line}: `{what}`): the backend read its settings then, so this has no effect"
+    fix = "Set the variable before anything touches a device: at the top of the entry script (before `import jax` is safest) or in the environment that launches Python."
+    node_types = (ast.Assign, ast.Call)
+    call_names = ENV_CALLS
+    requires = ('XLA_', 'TF_GPU_ALLOCATOR')
+
+    def check(self, node: ast.AST, ctx: Ctx) -> None:
+        first = ctx.analysis.imports_jax_line
+        if first is None or not in_module_code(ctx) or node.lineno <= first:
+            return
+        keys = [k for k, _v in env_writes(ctx, node) if k.startswith("XLA_") or k == "TF_GPU_ALLOCATOR"]
+        if not keys:
+            return
+        started = self._backend_start(ctx, first, node.lineno)
+        if started is None:
+            return
+        for key in keys:
+            ctx.report(self, node, topic=topic_for(key), key=key, line=started.lineno, what=describe(started))
+
+    def _backend_start(self, ctx: Ctx, after: int, before: int) -> ast.Call | None:
+        """The first call in module code between the two lines that starts a backend."""
+        for stmt in ctx.analysis.tree.body:
+            if stmt.lineno <= after or stmt.lineno >= before:
+                continue
+            for call in _calls(stmt):
+                if self._starts(call, ctx, depth=0):
+                    return call
+        return None
+
+    def _starts(self, call: ast.Call, ctx: Ctx, depth: int) -> bool:
+        a = ctx.analysis
+        q = a.qualname(call.func)
+        if q is not None:
+            return q in STARTS_BACKEND or (q.startswith(JAX_ARRAY_PREFIXES) and q not in JAX_NON_ARRAY)
+        if a.jit_info(call.func, a.module_scope) is not None:
+            return True
+        if depth == 0:
+            fn = a.resolve_def(call.func, a.module_scope)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return any(self._starts(c, ctx, 1) for stmt in fn.body for c in _calls(stmt))
+        return False
+
+
+def _calls(stmt: ast.AST):
+    """Calls a statement makes when it runs (not those inside functions or classes it defines)."""
+    stack = [stmt]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(getattr(n, "decorator_list", ()))
+            continue
+        if isinstance(n, ast.Call):
+            yield n
+        stack.extend(ast.iter_child_nodes(n))
+
+
+RULE = XlaEnvAfterBackendStart()
