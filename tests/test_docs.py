@@ -47,27 +47,3 @@ def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
     assert commands == ["make run", "make test"]
     ci = (ROOT / ".ci/run").read_text()
     assert "make test" in ci
-
-
-def test_layering_front_ends_do_not_reach_chroma_and_lower_layers_do_not_import_upper_ones():
-    import ast
-
-    def imports(path):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                yield from (a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                yield node.module
-
-    for path in ROOT.glob("**/*.py"):
-        rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith((".venv", "tests/", "corpus/", "build/")):
-            continue
-        mods = set(imports(path))
-        if rel != "ingest/store.py":
-            assert not {m for m in mods if m.split(".")[0] in ("chromadb", "langchain_chroma")}, rel
-        if rel.startswith("ingest/"):
-            assert not {m for m in mods if m.split(".")[0] in ("app", "evaluators")}, rel
-        if rel.startswith("evaluators/") and not rel.startswith("evaluators/retrieval/") and not rel.startswith("evaluators/bench/"):
-            assert not {m for m in mods if m.split(".")[0] == "app"}, rel

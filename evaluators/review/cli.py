@@ -9,6 +9,7 @@ import click
 
 from evaluators.review import api, config, registry
 from evaluators.review.registry import SelectionError
+from ingest.errors import friendly
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -42,6 +43,7 @@ def rules_table() -> str:
 @click.option("--jobs", type=click.IntRange(1, 64), default=None, help="Worker processes for large batches.")
 @click.option("--list-rules", is_flag=True, help="Print the rule table (Markdown) and exit.")
 @click.option("--explain", metavar="CODE", help="Print one rule's documentation and exit.")
+@friendly
 def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, include_tests, show_fixes, output,
             run_path, jobs, list_rules, explain):
     """Review Python files, directories and notebooks for JAX memory and transfer anti-patterns.
@@ -76,6 +78,14 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
             if sys.stdin.isatty():
                 raise click.UsageError("give files, directories or notebooks to review, or `-` for standard input")
             paths = ["-"]
+        # A path that does not exist is a mistake on the command line, not "0 findings": say so and
+        # exit 2, after reviewing whatever else was given.
+        missing = [p for p in paths if p != "-" and not Path(p).exists()]
+        for p in missing:
+            click.echo(f"error: {p}: no such file or directory", err=True)
+        paths = [p for p in paths if p not in missing]
+        if not paths:
+            sys.exit(2)
         cfg_file = Path(config_path) if config_path else config.find_pyproject(Path(paths[0] if paths[0] != "-" else "."))
         cfg = config.load(cfg_file)
         sel = _split(select) or cfg.select
@@ -98,14 +108,9 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
             Path(output).write_text(report, encoding="utf-8")
         else:
             click.echo(report, nl=False)
-        sys.exit(result.exit_code)
+        sys.exit(2 if missing else result.exit_code)
     except (SelectionError, config.ConfigError) as exc:
         raise click.UsageError(str(exc)) from None
-    except (click.ClickException, SystemExit, KeyboardInterrupt):
-        raise
-    except Exception as exc:  # the user gets a message, never a traceback; exit 2 = internal error
-        click.echo(f"jaxmem review: internal error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(2)
 
 
 def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: bool, run: dict | None) -> str:

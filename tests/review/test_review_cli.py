@@ -122,3 +122,17 @@ def test_run_with_the_real_verifier(files: Path):
     (finding,) = doc["findings"]
     # The loop reads x 100 times on the host: the verifier must see those syncs at line 4.
     assert finding["measured"]["host_syncs_at_line"] == 100, finding["measured"]
+
+
+def test_a_missing_path_is_an_error_not_zero_findings(tmp_path):
+    from click.testing import CliRunner
+
+    from evaluators.review.cli import command
+
+    result = CliRunner().invoke(command, [str(tmp_path / "missing.py")])
+    assert result.exit_code == 2 and "no such file or directory" in result.output
+    assert "No findings" not in result.output
+    good = tmp_path / "ok.py"
+    good.write_text("import jax.numpy as jnp\nx = jnp.ones(3)\n")
+    result = CliRunner().invoke(command, [str(tmp_path / "missing.py"), str(good)])
+    assert result.exit_code == 2 and "No findings in 1 file" in result.output  # the rest is still reviewed

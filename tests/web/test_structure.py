@@ -1,33 +1,9 @@
-"""The web front end holds no store access of its own and builds its heavy objects once."""
+"""The web front end builds its heavy objects once per process (its imports: tests/test_layers.py)."""
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import pytest
 
 from tests.web.helpers import SWEDISH_QUESTION, ask
-
-APP = Path(__file__).resolve().parents[2] / "app"
-FRONT_END = [APP / "web.py", APP / "web_cli.py", *sorted((APP / "pages").glob("*.py")), *sorted((APP / "webui").glob("*.py"))]
-# The advisor is the front end's only way to the index; Chroma stays behind ingest.store.
-FORBIDDEN = ("chromadb", "langchain_chroma", "langchain_core.vectorstores")
-
-
-def imported(path: Path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
-
-
-def test_front_end_never_imports_the_vector_store():
-    for path in FRONT_END:
-        bad = {n for n in imported(path) if n.startswith(FORBIDDEN) or n == "ingest.store"}
-        assert not bad, f"{path.relative_to(APP.parent)} imports {sorted(bad)}; go through the advisor"
 
 
 @pytest.mark.slow  # rebuilds the advisor once
