@@ -171,6 +171,8 @@ class Retriever:
         question is to an area the knowledge base declares out of scope."""
         if mode is None:
             mode = "hybrid" if lang in self.card_languages else "dense"
+        if self.store.refresh():  # another process (an ingest) changed the index
+            self._lexical = None
         seeds, scope, scope_id = [], 0.0, ""
         prose: list[Hit] = []
         asked: list[Hit] = []

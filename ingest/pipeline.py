@@ -13,8 +13,10 @@ re-run whose fingerprint matches is a no-op that needs neither the model nor the
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -106,12 +108,27 @@ def shipped_artifact(settings: Settings, backend: str) -> Artifact | None:
     return art if art is not None and art.model == backend else None
 
 
+@contextmanager
+def one_ingest_at_a_time(settings: Settings):
+    """Two syncs of one index at once would each delete what the other added: the second waits.
+    (A lock file in the data directory: it covers the processes of one machine.)"""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with open(settings.data_dir / "ingest.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ingest(settings: Settings | None = None, *, rebuild: bool = False, show_progress: bool | None = None,
            embeddings=None) -> dict:
+    settings = settings or Settings()
+    with one_ingest_at_a_time(settings):
+        return _ingest(settings, rebuild=rebuild, show_progress=show_progress, embeddings=embeddings)
+
+
+def _ingest(settings: Settings, *, rebuild: bool, show_progress: bool | None, embeddings) -> dict:
     from langchain_core.indexing import index
     from tqdm import tqdm
 
-    settings = settings or Settings()
     started = time.perf_counter()
     inner = embeddings or LazyEmbeddings(settings.embeddings)
     store = Store(settings)
@@ -136,7 +153,7 @@ def ingest(settings: Settings | None = None, *, rebuild: bool = False, show_prog
         except BackendMismatch as exc:
             raise BackendMismatch(exc.message, "Rebuild with `jaxmem ingest --rebuild` to switch backends.") from None
     store.create_all(inner.name, dim)
-    store.forget_fingerprint()
+    store.begin_sync()
 
     questions = {d.page_content for d in docs if side(d) == "query"}
     to_embed = sum(1 for d in docs if artifact is None or not artifact.has(text_key(d.page_content, side(d))))
@@ -152,6 +169,8 @@ def ingest(settings: Settings | None = None, *, rebuild: bool = False, show_prog
                            source_id_key="source", batch_size=256, key_encoder="sha256")
             for k in totals:
                 totals[k] += result[k]
+            if result["num_added"] or result["num_updated"] or result["num_deleted"]:
+                store.bump_generation()  # readers elsewhere reload: this kind's chunks changed
     finally:
         bar.close()
     stats = {

@@ -10,9 +10,17 @@ anchors), so no search needs a metadata filter: a filter cost more than the vect
 chunks), so the HNSW search is made exhaustive: `ef_search` above the collection size visits every
 node, and the top-k equals a brute-force ranking (checked in tests). An approximate search once
 missed the nearest out-of-scope anchor, which abstention depends on.
+
+Several processes may share one embedded store (the web app, the Slack bot, an ingest). An
+embedded client keeps its search index in memory and does not see another process's writes: it
+went on returning chunks that an ingest had deleted (with no metadata) and missed the new ones.
+So an ingest counts a `generation` in the index's metadata (which every process reads fresh from
+SQLite), and a reader whose generation is old reopens the client (`refresh`). All Store objects
+of a process share one embedded client per path, so they are refreshed together.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,6 +32,7 @@ from ingest.errors import BackendMismatch, IndexMissing, StoreCorrupt, StoreUnav
 META_BACKEND = "embedding_backend"
 META_DIM = "embedding_dim"
 META_FINGERPRINT = "corpus_fingerprint"
+META_GENERATION = "generation"
 KINDS = ("text", "questions", "seeds", "scope")
 # Above every collection's size, so HNSW explores the whole graph: exact top-k (see module doc).
 EF_SEARCH = 20_000
@@ -47,10 +56,32 @@ class Hit:
     embedding: list[float] | None = None  # only when asked for (all_chunks(embeddings=True))
 
 
+class _Embedded:
+    """The process's one embedded client for a path, with the index generation it has loaded."""
+
+    def __init__(self):
+        self.client = None
+        self.generation: int | None = None
+        self.stale = False          # a search returned chunks deleted since the client loaded
+        self.version = 0            # bumped when the client is replaced: Stores drop cached handles
+        self.retired: list = []     # replaced clients, kept one round for searches still running
+        self.lock = threading.Lock()
+
+
+_EMBEDDED: dict[str, _Embedded] = {}
+_EMBEDDED_LOCK = threading.Lock()
+
+
+def _embedded(path: Path) -> _Embedded:
+    with _EMBEDDED_LOCK:
+        return _EMBEDDED.setdefault(str(path), _Embedded())
+
+
 class Store:
     def __init__(self, settings: Settings | None = None):
         self.settings = settings or Settings()
         self._collections: dict[str, object] = {}
+        self._version = 0
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -62,8 +93,25 @@ class Store:
     def path(self) -> Path:
         return self.settings.data_dir / "chroma"
 
-    @cached_property
+    @property
     def client(self):
+        if self.settings.chroma_host:
+            return self._http_client
+        shared = _embedded(self.path)
+        with shared.lock:
+            if shared.client is None:
+                shared.client = self._open()
+                shared.version += 1
+            if shared.version != self._version:
+                self._collections.clear()
+                self._version = shared.version
+            return shared.client
+
+    @cached_property
+    def _http_client(self):
+        return self._open()
+
+    def _open(self):
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
@@ -106,6 +154,60 @@ class Store:
             raise StoreCorrupt(f"the index at {self.location} is unreadable ({name}: {str(exc)[:200]}).",
                                "Rebuild it with `jaxmem ingest --rebuild`.") from None
 
+    # ---- other processes' writes ---------------------------------------------------------------
+    def generation(self) -> int | None:
+        """The index's generation as stored now (read fresh, not from a cached handle)."""
+        try:
+            meta = self._wrap(self.client.get_collection, self.name("text")).metadata or {}
+        except IndexMissing:
+            return None
+        return int(meta.get(META_GENERATION) or 0)
+
+    def refresh(self) -> bool:
+        """Reopen the embedded client if another process changed the index since it was loaded
+        (or a search met chunks deleted meanwhile). True when it did; a Chroma server needs none."""
+        if self.settings.chroma_host:
+            return False
+        shared = _embedded(self.path)
+        current = self.generation()
+        if shared.generation is None and not shared.stale:
+            shared.generation = current
+            return False
+        if current == shared.generation and not shared.stale:
+            return False
+        from chromadb.api.client import SharedSystemClient
+
+        with shared.lock:
+            # A new client of the same path would reuse the cached (stale) system: forget it, so
+            # the next client loads the index from disk. The old one keeps serving searches already
+            # running; it is stopped at the next refresh.
+            for old in shared.retired:
+                try:
+                    old._system.stop()
+                except Exception:
+                    pass
+            shared.retired = [shared.client] if shared.client is not None else []
+            SharedSystemClient._identifier_to_system.pop(str(self.path), None)
+            SharedSystemClient._identifier_to_refcount.pop(str(self.path), None)
+            shared.client, shared.generation, shared.stale = None, current, False
+            self._collections.clear()
+        return True
+
+    def bump_generation(self, **changes) -> None:
+        """Tell other processes the index changed (an ingest calls this as it writes), with other
+        metadata changes (`None` removes a key)."""
+        meta = self.metadata()
+        meta[META_GENERATION] = int(meta.get(META_GENERATION) or 0) + 1
+        for key, value in changes.items():
+            if value is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = value
+        meta.pop("hnsw:space", None)
+        self._wrap(self.collection("text").modify, metadata=meta)
+        if not self.settings.chroma_host:
+            _embedded(self.path).generation = meta[META_GENERATION]  # our own client sees our writes
+
     # ---- collections --------------------------------------------------------------------------
     def name(self, kind: str) -> str:
         return f"{self.settings.collection}-{kind}"
@@ -127,8 +229,10 @@ class Store:
             self.collection(kind, create=True, backend=backend, dim=dim)
 
     def metadata(self) -> dict:
-        """The index's own metadata (backend, last ingest, corpus fingerprint): on the text collection."""
-        return dict(self.collection("text").metadata or {})
+        """The index's own metadata (backend, last ingest, corpus fingerprint, generation), on the
+        text collection, read fresh: a cached handle's metadata is a snapshot."""
+        self.collection("text")  # IndexMissing when there is none
+        return dict(self._wrap(self.client.get_collection, self.name("text")).metadata or {})
 
     def info(self) -> dict | None:
         """Index status for sidebars and `jaxmem status`; None when there is no index."""
@@ -172,25 +276,17 @@ class Store:
         return meta.get(META_FINGERPRINT)
 
     def mark_ingested(self, stats: dict, fingerprint: str | None = None) -> None:
-        col = self.collection("text")
-        meta = dict(col.metadata or {})
-        meta.update(last_ingest=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), chunks=stats.get("chunks") or 0,
-                    cards=stats.get("cards") or 0)
-        if fingerprint:
-            meta[META_FINGERPRINT] = fingerprint
-        else:
-            meta.pop(META_FINGERPRINT, None)
-        meta.pop("hnsw:space", None)
-        self._wrap(col.modify, metadata=meta)
+        self.bump_generation(last_ingest=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             chunks=stats.get("chunks") or 0, cards=stats.get("cards") or 0,
+                             **{META_FINGERPRINT: fingerprint})
 
-    def forget_fingerprint(self) -> None:
-        """Called before a sync writes anything: a run that dies half-way must not look complete."""
+    def begin_sync(self) -> None:
+        """Called before a sync writes anything: a run that dies half-way must not look complete,
+        and readers in other processes must reload as the writes land."""
         try:
-            meta = self.metadata()
+            self.bump_generation(**{META_FINGERPRINT: None})
         except IndexMissing:
-            return
-        if meta.get(META_FINGERPRINT):
-            self.mark_ingested({"chunks": meta.get("chunks"), "cards": meta.get("cards")}, None)
+            pass
 
     def reset(self) -> None:
         names = [self.settings.collection] + [self.name(kind) for kind in KINDS]  # the first: pre-0.2 single collection
@@ -230,8 +326,12 @@ class Store:
         include = ["documents", "metadatas", "distances"] if documents else ["metadatas", "distances"]
         res = self._wrap(col.query, query_embeddings=[embedding], n_results=k, include=include)
         docs = res["documents"][0] if documents else [""] * len(res["ids"][0])
-        return [Hit(i, d, m, 1.0 - dist) for i, d, m, dist in
+        hits = [Hit(i, d, m, 1.0 - dist) for i, d, m, dist in
                 zip(res["ids"][0], docs, res["metadatas"][0], res["distances"][0])]
+        live = [h for h in hits if h.metadata is not None]
+        if len(live) < len(hits) and not self.settings.chroma_host:
+            _embedded(self.path).stale = True  # deleted by another process: reload before the next search
+        return live
 
     def all_chunks(self, kinds: tuple[str, ...] = KINDS, embeddings: bool = False) -> list[Hit]:
         hits = []

@@ -28,8 +28,14 @@ def test_real_corpus_has_every_topic_in_every_language():
     topics = yaml.safe_load((ROOT / "corpus/topics.yaml").read_text())
     langs = yaml.safe_load((ROOT / "corpus/languages.yaml").read_text())["languages"]
     files = list((ROOT / "corpus/cards").glob("*/*.md"))
-    assert len(topics) == 23 and len(langs) == 10
-    assert len(files) == 230
+    # Topic ids are an interface: the first 23 stay forever; topics are added, never renamed.
+    first = {"transfer-guard", "explicit-device-put", "implicit-host-sync", "batch-transfers", "prefetch-to-device",
+             "jit-compilation", "async-dispatch", "buffer-donation", "in-place-updates", "gpu-preallocation",
+             "gpu-memory-fraction", "gpu-allocator", "multi-process-gpu", "memory-fragmentation",
+             "gradient-checkpointing", "memory-profiling", "live-arrays-cleanup", "scan-over-loops",
+             "sharding-memory", "host-offloading", "tpu-memory-layout", "mixed-precision", "oom-debugging"}
+    assert first <= set(topics) and len(topics) >= 37 and len(langs) == 10
+    assert len(files) == len(topics) * len(langs)
 
 
 def test_seeds_are_the_unmodified_user_documents():
