@@ -15,7 +15,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-BACKENDS = ("cpu", "gpu", "tpu")
+from ingest.schema import BACKENDS, SchemaError, load_audit, load_manifest, load_scope
+
 MIN_QUESTIONS = 5  # per card: fewer leaves a language version hard to find from a user's wording
 QUESTION_CHARS = (10, 240)
 FENCE_RE = re.compile(r"^```[^\n]*\n.*?^```", re.M | re.S)
@@ -23,12 +24,8 @@ LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 H2_RE = re.compile(r"^## +(.+?)[ \t]*$", re.M)
 
 
-class CorpusError(Exception):
-    """A problem in one corpus file: file, field and what is wrong."""
-
-    def __init__(self, path: Path | str, field_: str, problem: str):
-        self.path, self.field, self.problem = str(path), field_, problem
-        super().__init__(f"{self.path}: {field_}: {problem}")
+# One error type for every corpus file: file, field and what is wrong.
+CorpusError = SchemaError
 
 
 class VersionNote(BaseModel):
@@ -242,71 +239,33 @@ def check_corpus(root: Path) -> list[CorpusError]:
 
 
 def check_scope(path: Path, layout: CorpusLayout) -> list[CorpusError]:
-    """Out-of-scope anchors (optional): an id and a description in every card language."""
+    """Out-of-scope entries (optional file), through the one schema (`ingest.schema.ScopeEntry`)."""
     if not path.exists():
         return []
+    problems: list[CorpusError] = []
     try:
-        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-    except yaml.YAMLError as exc:
-        return [CorpusError(path, "yaml", str(exc).splitlines()[0])]
-    problems, seen = [], set()
-    for i, e in enumerate(entries):
-        if not isinstance(e, dict) or not e.get("id"):
-            problems.append(CorpusError(path, f"[{i}].id", "every entry needs an id"))
-            continue
-        if e["id"] in seen or e["id"] in layout.topics:
-            problems.append(CorpusError(path, f"[{i}].id", f"duplicate or topic id {e['id']!r}"))
-        seen.add(e["id"])
-        missing = [l for l in layout.languages if not str((e.get("text") or {}).get(l, "")).strip()]
-        if missing:
-            problems.append(CorpusError(path, f"[{i}].text", f"missing languages: {', '.join(missing)}"))
+        load_scope(path, list(layout.languages), set(layout.topics), problems)
+    except CorpusError as exc:
+        problems.append(exc)
     return problems
 
 
-SNIPPET_METRICS = {
-    "h2d_transfers", "implicit_h2d_transfers", "host_syncs", "compile_count", "temp_bytes",
-    "argument_bytes", "output_bytes", "alias_bytes", "hlo_chars", "per_device_bytes", "live_bytes",
-    "peak_rss", "wall_time", "device_peak_bytes", "device_reserved_bytes", "d2h_transfers",
-}
-
-
 def check_snippets(folder: Path, layout: CorpusLayout) -> list[CorpusError]:
+    """Every pair: both sides parse, the manifest follows the schema the verifier reads."""
     problems = []
-    for pair in sorted(p for p in folder.glob("*") if p.is_dir()):
+    for pair in sorted(p for p in folder.glob("*") if p.is_dir() and not p.name.startswith((".", "_"))):
         for name in ("before.py", "after.py"):
             f = pair / name
             if not f.exists():
-                problems.append(CorpusError(f, "file", "missing"))
-                continue
+                continue  # load_manifest names it
             try:
                 ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
             except SyntaxError as exc:
                 problems.append(CorpusError(f, f"line {exc.lineno}", f"does not parse: {exc.msg}"))
-        mf = pair / "manifest.yaml"
-        if not mf.exists():
-            problems.append(CorpusError(mf, "file", "missing manifest"))
-            continue
         try:
-            manifest = yaml.safe_load(mf.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            problems.append(CorpusError(mf, "yaml", str(exc).splitlines()[0]))
-            continue
-        if manifest.get("topic") not in layout.topics:
-            problems.append(CorpusError(mf, "topic", f"unknown topic id {manifest.get('topic')!r}"))
-        metrics = manifest.get("metrics") or []
-        if not metrics:
-            problems.append(CorpusError(mf, "metrics", "at least one metric is required"))
-        for i, m in enumerate(metrics):
-            if not isinstance(m, dict) or m.get("metric") not in SNIPPET_METRICS:
-                problems.append(CorpusError(mf, f"metrics[{i}].metric",
-                                            f"unknown metric {m.get('metric') if isinstance(m, dict) else m!r}; "
-                                            f"valid: {', '.join(sorted(SNIPPET_METRICS))}"))
-                continue
-            if m.get("expect") not in ("increase", "decrease", "same"):
-                problems.append(CorpusError(mf, f"metrics[{i}].expect", "must be increase, decrease or same"))
-            bad = [b for b in m.get("backends") or [] if b not in BACKENDS]
-            if bad or not m.get("backends"):
-                problems.append(CorpusError(mf, f"metrics[{i}].backends", f"must be a non-empty subset of {BACKENDS}"))
+            load_manifest(pair, set(layout.topics))
+        except CorpusError as exc:
+            problems.append(exc)
     return problems
 
 
@@ -315,29 +274,13 @@ def seed_id(path: Path) -> str:
     return path.stem.split("_")[0]
 
 
-AUDIT_VERDICTS = ("accurate", "needs-caveat", "inaccurate", "not-verifiable")
-
-
 def check_seeds(folder: Path, layout: CorpusLayout) -> list[CorpusError]:
-    problems = []
     audit_path = folder / "audit.yaml"
     if not audit_path.exists():
         return [CorpusError(audit_path, "file", "missing claim audit")]
+    problems: list[CorpusError] = []
     try:
-        audit = yaml.safe_load(audit_path.read_text(encoding="utf-8")) or []
-    except yaml.YAMLError as exc:
-        return [CorpusError(audit_path, "yaml", str(exc).splitlines()[0])]
-    if isinstance(audit, dict):
-        audit = audit.get("claims", [])
-    seeds = {seed_id(p) for p in folder.glob("*.txt")}
-    for i, item in enumerate(audit):
-        where = f"claims[{i}]"
-        if item.get("seed") not in seeds:
-            problems.append(CorpusError(audit_path, f"{where}.seed", f"unknown seed {item.get('seed')!r}"))
-        if item.get("verdict") not in AUDIT_VERDICTS:
-            problems.append(CorpusError(audit_path, f"{where}.verdict", f"must be one of {AUDIT_VERDICTS}"))
-        if item.get("card") not in layout.topics:
-            problems.append(CorpusError(audit_path, f"{where}.card", f"unknown topic id {item.get('card')!r}"))
-        if not (item.get("explanation") or {}).get("en"):
-            problems.append(CorpusError(audit_path, f"{where}.explanation", "needs an English explanation"))
+        load_audit(audit_path, {seed_id(p) for p in folder.glob("*.txt")}, set(layout.topics), problems)
+    except CorpusError as exc:
+        problems.append(exc)
     return problems

@@ -35,6 +35,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+# Names never passed to a snippet (secrets, log-hiding variables): the corpus's schema defines them.
+from ingest.schema import DENIED_PREFIXES, DENIED_SUBSTRINGS, LOG_HIDING, is_denied
+
 GiB = 1 << 30
 MiB = 1 << 20
 
@@ -43,21 +46,9 @@ MiB = 1 << 20
 _ALLOWED = {"PATH", "HOME", "LANG", "LANGUAGE", "JAX_PLATFORMS"}
 _ALLOWED_PREFIXES = ("LC_",)
 
-# Never passed, even when a manifest asks: secrets, and the variables that silence the C++ log
-# the transfer count is read from (TF_CPP_MIN_LOG_LEVEL>=2 or JAX_LOGGING_LEVEL=ERROR hide it).
-_DENIED_SUBSTRINGS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE")
-_DENIED_PREFIXES = ("SLACK_", "OPENAI_", "AWS_", "ANTHROPIC_", "AZURE_", "GOOGLE_", "HF_TOKEN", "GITHUB_")
-_LOG_HIDING = {"TF_CPP_MIN_LOG_LEVEL", "JAX_LOGGING_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_VMODULE"}
-
 # Accelerator plugins reserve huge virtual address ranges, so RLIMIT_AS would break them.
 _ACCELERATOR_MODULES = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin",
                         "jax_rocm7_plugin", "libtpu")
-
-
-def is_denied(name: str) -> bool:
-    upper = name.upper()
-    return (upper in _LOG_HIDING or upper.startswith(_DENIED_PREFIXES)
-            or any(part in upper for part in _DENIED_SUBSTRINGS))
 
 
 def scrub_env(parent: Mapping[str, str], extra: Mapping[str, str] | None = None,
@@ -69,8 +60,8 @@ def scrub_env(parent: Mapping[str, str], extra: Mapping[str, str] | None = None,
         if is_denied(name):
             raise ValueError(
                 f"environment variable {name!r} may not be passed to a snippet: names containing "
-                f"{', '.join(_DENIED_SUBSTRINGS)}, starting with {', '.join(_DENIED_PREFIXES)}, "
-                f"or one of {', '.join(sorted(_LOG_HIDING))} are refused")
+                f"{', '.join(DENIED_SUBSTRINGS)}, starting with {', '.join(DENIED_PREFIXES)}, "
+                f"or one of {', '.join(sorted(LOG_HIDING))} are refused")
         env[name] = str(value)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath

@@ -72,7 +72,7 @@ CASES = [
     ("cards/buffer-donation/sv.md", '"Vad gör donate_argnums egentligen?"', '"Vad gör donate_argnums egentligen?"\n  - "vad gör donate_argnums egentligen?"',
      "sv.md: questions: Value error, questions repeat"),
     ("cards/gpu-preallocation/en.md", '"What does XLA_PYTHON_CLIENT_PREALLOCATE=false change?"', '"Why?"', "en.md: questions: Value error, each question is one line"),
-    ("seeds/audit.yaml", "verdict: inaccurate", "verdict: wrong", "audit.yaml: claims[0].verdict: must be one of"),
+    ("seeds/audit.yaml", "verdict: inaccurate", "verdict: wrong", "audit.yaml: claims[0].verdict: Input should be 'accurate'"),
 ]
 
 
@@ -95,7 +95,7 @@ def test_snippet_pair_that_does_not_parse_or_lacks_a_manifest(mini_corpus):
     (pair / "after.py").write_text("x = 1\n")
     found = messages(mini_corpus)
     assert any("before.py: line 1: does not parse" in m for m in found), found
-    assert any("manifest.yaml: file: missing manifest" in m for m in found), found
+    assert any("manifest.yaml: file: missing (a pair needs before.py, after.py, manifest.yaml)" in m for m in found), found
 
 
 def test_corpus_check_cli_exit_status(mini_corpus):

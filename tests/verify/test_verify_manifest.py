@@ -41,28 +41,37 @@ BEFORE = "x = 1\n"
 
 
 @pytest.mark.parametrize("manifest, message", [
-    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: transfers, expect: decrease}\n",
-     "unknown metric 'transfers'; valid: ["),
-    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: wall_time, expect: decrease}\n",
+    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: transfers, expect: decrease, backends: [cpu]}\n",
+     "unknown metric 'transfers'; valid: alias_bytes, argument_bytes"),
+    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: wall_time, expect: decrease, backends: [cpu]}\n",
      "wall_time is information only"),
     ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: d2h_transfers, expect: decrease, backends: [cpu]}\n",
      "d2h_transfers cannot be measured on cpu"),
-    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: temp_bytes, expect: decrease}\n",
-     "temp_bytes reads the compiled entry point"),
-    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: host_syncs, expect: lower}\n",
-     "expect 'lower'; valid: ['increase', 'decrease']"),
-    ("id: p\ntopic: no-such-topic\nmetrics:\n  - {metric: host_syncs, expect: decrease}\n",
-     "topic 'no-such-topic' is not in topics.yaml"),
-    ("id: q\ntopic: transfer-guard\nmetrics:\n  - {metric: host_syncs, expect: decrease}\n",
+    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: temp_bytes, expect: decrease, backends: [cpu]}\n",
+     "temp_bytes read(s) the compiled entry point"),
+    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: host_syncs, expect: lower, backends: [cpu]}\n",
+     "metrics.0.expect: Input should be 'increase' or 'decrease' (got 'lower')"),
+    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: host_syncs, expect: decrease}\n",
+     "metrics.0.backends: Field required"),
+    ("id: p\ntopic: no-such-topic\nmetrics:\n  - {metric: host_syncs, expect: decrease, backends: [cpu]}\n",
+     "unknown topic id 'no-such-topic'"),
+    ("id: q\ntopic: transfer-guard\nmetrics:\n  - {metric: host_syncs, expect: decrease, backends: [cpu]}\n",
      "must equal the folder name 'p'"),
-    ("id: p\ntopic: transfer-guard\nenv: {OPENAI_API_KEY: x}\nmetrics:\n  - {metric: host_syncs, expect: decrease}\n",
+    ("id: p\ntopic: transfer-guard\nenv: {OPENAI_API_KEY: x}\nmetrics:\n  - {metric: host_syncs, expect: decrease, backends: [cpu]}\n",
      "'OPENAI_API_KEY' is never passed"),
+    ("id: p\ntopic: transfer-guard\nmetrics:\n  - {metric: host_syncs, expect: same, backends: [cpu]}\n",
+     "(got 'same')"),
 ])
 def test_bad_manifest_names_the_value_and_the_choices(pair_corpus, manifest, message):
+    """One schema: the verifier refuses it, and `jaxmem corpus check` reports the same problem."""
+    from ingest.cards import CorpusLayout, check_snippets
+
     d = write_pair(pair_corpus, "p", BEFORE, BEFORE, manifest)
     with pytest.raises(ManifestError) as err:
         load_pair(d, {"transfer-guard"})
     assert message in str(err.value)
+    layout = CorpusLayout(ROOT / "corpus")
+    assert any(message in str(p) for p in check_snippets(pair_corpus / "snippets", layout)), message
 
 
 def test_every_registered_metric_has_a_label_and_unit():
