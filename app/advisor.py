@@ -14,7 +14,7 @@ from functools import cached_property
 import yaml
 
 from app.answer import Answer, Citation, SeedClaim, Turn
-from app.compose import compose_abstention, compose_card_answer, compose_review, label
+from app.compose import compose_abstention, compose_card_answer, compose_lead, compose_review, label
 from app.language import detect, prose
 from app.language import preload as preload_languages
 from app.retrieval import CardHit, Retriever
@@ -34,6 +34,9 @@ ABSTAIN_BELOW = 0.80
 # recall 0.933 with 3.4% of on-topic questions declined (-0.015: 0.900 / 1.4%); `jaxmem eval
 # --set heldout` reports how that carries over.
 SCOPE_MARGIN = -0.02
+# Abstain when a stored question of an out-of-scope area is at least this much closer to the question
+# than any card's stored question (questions are embedded alike, so the two compare directly).
+SCOPE_QUESTION_MARGIN = 0.0
 FOLLOW_UP_WORDS = 8
 _FENCE = re.compile(r"```.*?```", re.S)
 
@@ -79,11 +82,34 @@ class Advisor:
         return getattr(self.embeddings, "abstain_below", ABSTAIN_BELOW)
 
     def relevant(self, result) -> bool:
-        """In scope when some card text is similar enough AND no out-of-scope area is clearly closer."""
+        """In scope when some card text is similar enough AND no out-of-scope area is clearly closer
+        (neither its description nor a question users ask about it)."""
         if not result.cards:
             return False
         top = result.similarity
+        if result.scope_question and result.scope_question - result.card_question >= SCOPE_QUESTION_MARGIN:
+            return False
         return top >= self.abstain_below and result.scope - top < SCOPE_MARGIN
+
+    @cached_property
+    def scope_areas(self) -> dict[str, object]:
+        """Out-of-scope areas with a name and documentation, by id (`scope:<id>`)."""
+        from ingest.schema import load_scope
+
+        path = self.settings.corpus_dir / "scope" / "out_of_scope.yaml"
+        if not path.exists():
+            return {}
+        entries = load_scope(path, list(self.layout.languages), set(self.layout.topics))
+        return {f"scope:{e.id}": e for e in entries if e.name and e.docs}
+
+    def _declined_area(self, result) -> tuple[str, str] | None:
+        """(area id, docs url) when the question belongs to a named out-of-scope area."""
+        for sid, close in ((result.scope_question_id, result.scope_question and
+                            result.scope_question - result.card_question >= SCOPE_QUESTION_MARGIN),
+                           (result.scope_id, result.scope - result.similarity >= SCOPE_MARGIN)):
+            if close and sid in self.scope_areas:
+                return sid, self.scope_areas[sid].docs
+        return None
 
     def warm(self) -> None:
         """Load everything a first question needs (web and Slack call this at start-up)."""
@@ -153,9 +179,14 @@ class Advisor:
         if not relevant and not finding_topics:
             closest = [(h.card, self._title(h.card, lang), self.card_url(h.card, self._pick_lang(h.card, lang)[0]),
                         self._example_question(h, lang)) for h in hits[:3]]
-            ans = Answer(question=question, language=lang, answer=compose_abstention(self._ui_lang(lang), closest),
+            area = self._declined_area(result)
+            ui = self._ui_lang(lang)
+            named = (self.scope_areas[area[0]].name.get(ui) or self.scope_areas[area[0]].name.get("en"), area[1]) \
+                if area else None
+            text = compose_abstention(ui, closest, named)
+            ans = Answer(question=question, language=lang, answer=text, lead=text,
                          citations=[], abstained=True, answer_language=self._ui_lang(lang), closest=[c[0] for c in closest],
-                         notes=notes)
+                         notes=notes, outside=area[0].removeprefix("scope:") if area else None)
             ans.timings_ms = _ms(t0, t1, t2)
             return ans
 
@@ -175,15 +206,28 @@ class Advisor:
         main, fallback = cards[0]
         claims = self._seed_claims(seed_hits, main.id, main.lang)
         note = label("en", "fallback", language=_language_name(lang)) if fallback else ""
-        body = compose_card_answer(main.lang, main, [c for c, _ in cards[1:]], citations, claims, self.card_url, note)
+        more = compose_card_answer(main.lang, main, [c for c, _ in cards[1:]], citations, claims, self.card_url, "")
+        lead = compose_lead(main, text or question, self._section_rank(hits, main.id), self.card_url, note)
         if blocks:
-            body = compose_review(main.lang, findings) + "\n\n---\n\n" + body
-        ans = Answer(question=question, language=lang, answer=body, citations=citations, abstained=False,
-                     answer_language=main.lang, fallback=fallback, findings=findings, seed_claims=claims, notes=notes)
+            lead = compose_review(main.lang, findings) + "\n\n---\n\n" + lead
+        ans = Answer(question=question, language=lang, answer=f"{lead}\n\n---\n\n{more}", lead=lead, more=more,
+                     citations=citations, abstained=False, answer_language=main.lang, fallback=fallback,
+                     findings=findings, seed_claims=claims, notes=notes)
         ans.timings_ms = _ms(t0, t1, t2)
         return self._maybe_llm(ans, cards)
 
     # ---- helpers --------------------------------------------------------------------------------
+    @staticmethod
+    def _section_rank(hits: list[CardHit], topic: str) -> dict[str, float]:
+        """Where retrieval found the card closest to the question: its best text chunks' sections."""
+        hit = next((h for h in hits if h.card == topic), None)
+        rank: dict[str, float] = {}
+        for chunk in hit.chunks if hit else []:
+            section = chunk.metadata.get("section")
+            if section and section != "question" and section not in rank and len(rank) < 2:
+                rank[section] = 2.0 if not rank else 1.0
+        return rank
+
     def _ui_lang(self, lang: str) -> str:
         return lang if lang in self.layout.languages else "en"
 

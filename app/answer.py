@@ -38,7 +38,7 @@ class Turn:
 class Answer:
     question: str
     language: str  # ISO 639-1 code detected for the question
-    answer: str  # Markdown
+    answer: str  # Markdown: `lead`, then the whole card (`more`)
     citations: list[Citation]
     abstained: bool
     answer_language: str = "en"  # language the answer is written in
@@ -49,6 +49,9 @@ class Answer:
     composer: str = "offline"
     notes: list[str] = field(default_factory=list)  # e.g. "question truncated to 4000 characters"
     timings_ms: dict = field(default_factory=dict)
+    lead: str = ""  # the part that answers this question, and the card's code: what front ends show first
+    outside: str | None = None  # when declined: the out-of-scope area the question belongs to, if known
+    more: str = ""  # the rest (the whole card, evidence, sources): folded in the web app, a link in Slack
 
     def to_dict(self) -> dict:
         return asdict(self)

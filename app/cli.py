@@ -215,8 +215,9 @@ def corpus_embed(path, as_json):
 @main.command("eval")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--baselines/--no-baselines", default=True, help="Also run the lexical-only and English MiniLM baselines.")
-@click.option("--set", "which", type=click.Choice(["main", "heldout", "fresh"]), default="main", show_default=True,
-              help="main: the labelled set the settings were tuned on; heldout and fresh: independent sets, never tuned on.")
+@click.option("--set", "which", type=click.Choice(["main", "heldout", "fresh", "real"]), default="main", show_default=True,
+              help="main: the labelled set the settings were tuned on; heldout and fresh: independent sets, never "
+                   "tuned on; real: questions from public threads (dev and held-out halves, translations, reported apart).")
 @friendly
 def eval_(as_json, baselines, which):
     """Retrieval quality on the labelled question set: recall@1/3, MRR, language, abstention."""

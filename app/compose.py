@@ -76,9 +76,26 @@ def compose_card_answer(
     return _links("\n\n".join(out), card_url)
 
 
-def compose_abstention(lang: str, closest: list[tuple[str, str, str, str]]) -> str:
-    """closest: (topic id, title, url, a question that card answers, or "")."""
-    lines = [label(lang, "abstain"), "", label(lang, "closest")]
+def compose_lead(main: Card, question: str, section_rank: dict[str, float], card_url, fallback_note: str = "") -> str:
+    """The opening: the card's parts that answer this question, then its first code block."""
+    from app.focus import opening
+
+    chosen, code = opening(main, question, section_rank)
+    out = [f"_{fallback_note}_\n"] if fallback_note else []
+    out.append(f"### {main.meta.title}\n")
+    out += [u.text for u in chosen]
+    if code:
+        out.append(code)
+    return _links("\n\n".join(out), card_url)
+
+
+def compose_abstention(lang: str, closest: list[tuple[str, str, str, str]], area: tuple[str, str] | None = None) -> str:
+    """closest: (topic id, title, url, a question that card answers, or ""); area: (its name, docs URL)
+    when the question belongs to a named out-of-scope area."""
+    if area:
+        lines = [label(lang, "outside", area=area[0]), label(lang, "docs", url=area[1]), "", label(lang, "closest")]
+    else:
+        lines = [label(lang, "abstain"), "", label(lang, "closest")]
     lines += [f"- [{title}]({url}) (`{tid}`)" + (f": “{example}”" if example else "")
               for tid, title, url, example in closest]
     return "\n".join(lines)

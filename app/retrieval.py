@@ -22,12 +22,12 @@ from ingest.store import Hit, Store
 Mode = Literal["dense", "lexical", "hybrid"]
 RRF_K = 60
 LEXICAL_WEIGHT = 0.5  # dense is the stronger signal (eval: `jaxmem eval` compares the modes)
-QUESTION_WEIGHT = 1.0  # the cards' stored questions, a ranking of their own (main set R@3: 0.5 -> 0.945, 1.0 -> 1.0)
+QUESTION_WEIGHT = 1.0  # the cards' stored questions, a ranking of their own (see README: Measured)
 # Chunks per search: card text, card questions, community seeds, out-of-scope anchors. Each kind has
 # its own collection (no metadata filter) and the four searches run at once.
 DEPTHS = {"text": 40, "questions": 40, "seeds": 5, "scope": 1}
 CHUNKS_PER_CARD = 3  # a card's score sums its best chunks: agreement between sections (and
-# language versions) is evidence; measured on the eval set: best-3 0.945 R@3 vs best-1 0.883
+# language versions) is evidence (main set, 23 topics: best-3 0.945 R@3 vs best-1 0.883)
 _TOKEN = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+|[A-Za-z_][A-Za-z0-9_]*", re.U)
 _CJK = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 
@@ -55,6 +55,11 @@ class SearchResult:
     scope: float  # best similarity to an out-of-scope anchor (0 when the index has none)
     scope_id: str = ""
     similarity: float = 0.0  # best similarity of the question to any card's text (for abstention)
+    # Best similarity to a stored question of an out-of-scope area, and to one of a card: a question
+    # like one users ask about installation or PRNG keys is declined with that area named.
+    scope_question: float = 0.0
+    scope_question_id: str = ""
+    card_question: float = 0.0
 
 
 class Lexical:
@@ -162,7 +167,8 @@ class Retriever:
         return ThreadPoolExecutor(max_workers=len(DEPTHS), thread_name_prefix="jaxmem-search")
 
     def dense(self, vector: list[float], depth: int = 40) -> dict[str, list[Hit]]:
-        depths = {**DEPTHS, "text": depth, "questions": depth}
+        # the question collection also holds the out-of-scope areas' questions: search it a little deeper
+        depths = {**DEPTHS, "text": depth, "questions": depth + 20}
         futures = {kind: self._pool.submit(self.store.query, vector, k, kind, False) for kind, k in depths.items()}
         return {kind: f.result() for kind, f in futures.items()}
 
@@ -174,14 +180,23 @@ class Retriever:
         if self.store.refresh():  # another process (an ingest) changed the index
             self._lexical = None
         seeds, scope, scope_id = [], 0.0, ""
+        scope_q, scope_q_id, card_q = 0.0, "", 0.0
         prose: list[Hit] = []
         asked: list[Hit] = []
         if mode != "lexical":
             found = self.dense(self.embeddings.embed_query(query), depth)
-            prose, asked, seeds = found["text"], found["questions"], found["seeds"]
+            prose, seeds = found["text"], found["seeds"]
             if found["scope"]:
                 scope, scope_id = found["scope"][0].score, found["scope"][0].metadata.get("card", "")
-        lexical = self.lexical.search(query, depth) if mode != "dense" else []
+            for h in found["questions"]:
+                if h.metadata.get("kind") == "scope":
+                    if h.score > scope_q:
+                        scope_q, scope_q_id = h.score, h.metadata.get("card", "")
+                else:
+                    card_q = max(card_q, h.score)
+            asked = [h for h in found["questions"] if h.metadata.get("kind") != "scope"]
+        lexical = [h for h in self.lexical.search(query, depth) if h.metadata.get("kind") != "scope"] \
+            if mode != "dense" else []
 
         fused: dict[str, float] = {}
         by_id: dict[str, Hit] = {}
@@ -205,4 +220,5 @@ class Retriever:
             ch.chunks.append(hit)
             ch.langs.add(hit.metadata["lang"])
         ranked = sorted(cards.values(), key=lambda c: -c.score)
-        return SearchResult(ranked[:k], seeds, scope, scope_id, similarity=prose[0].score if prose else 0.0)
+        return SearchResult(ranked[:k], seeds, scope, scope_id, similarity=prose[0].score if prose else 0.0,
+                            scope_question=scope_q, scope_question_id=scope_q_id, card_question=card_q)

@@ -76,10 +76,16 @@ def seed_documents(seed_id: str, lang: str, text: str, audit: list[dict], source
     return docs
 
 
-def scope_documents(entries: list[dict], source: str) -> list[Document]:
-    """Out-of-scope anchors: descriptions of areas the advisor does not cover, one per language.
-    A question closer to one of these than to any card is declined rather than answered."""
-    return [Document(page_content=text.strip(),
-                     metadata={"card": f"scope:{e['id']}", "lang": lang, "kind": "scope", "section": "scope",
-                               "title": e["id"], "source": source})
-            for e in entries for lang, text in (e.get("text") or {}).items()]
+def scope_documents(entries: list, source: str) -> list[Document]:
+    """Out-of-scope areas: a description per language (an anchor), and for JAX-adjacent areas the
+    questions users ask about them, embedded as queries like a card's questions. A question closer
+    to these than to any card is declined, with the area named."""
+    docs = []
+    for e in entries:
+        base = {"card": f"scope:{e.id}", "kind": "scope", "title": e.id, "source": source}
+        docs += [Document(page_content=text.strip(), metadata={**base, "lang": lang, "section": "scope"})
+                 for lang, text in e.text.items()]
+        docs += [Document(page_content=q, metadata={**base, "lang": lang, "section": "question", "part": i,
+                                                    "embed": "query"})
+                 for lang, qs in e.questions.items() for i, q in enumerate(qs)]
+    return docs

@@ -25,6 +25,7 @@ from langchain_core.documents import Document
 
 from ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
 from ingest.config import Settings
+from ingest.schema import load_scope
 from ingest.embed import LazyEmbeddings, Progress, QuestionsAsQueries, backend_name
 from ingest.errors import BackendMismatch, IndexMissing, JaxmemError
 from ingest.store import KINDS, Store, kind_of
@@ -63,8 +64,8 @@ def corpus_documents(root: Path) -> list[Document]:
                                    audit, source=str(seed.relative_to(root))))
     scope = root / "scope" / "out_of_scope.yaml"
     if scope.exists():
-        docs.extend(scope_documents(yaml.safe_load(scope.read_text(encoding="utf-8")) or [],
-                                    source=str(scope.relative_to(root))))
+        entries = load_scope(scope, list(layout.languages), set(layout.topics))
+        docs.extend(scope_documents(entries, source=str(scope.relative_to(root))))
     return docs
 
 

@@ -42,9 +42,11 @@ def kind_of(metadata: dict) -> str:
     """Which collection a chunk lives in."""
     if metadata.get("kind") == "seed":
         return "seeds"
+    if metadata.get("section") == "question":  # cards' questions and the out-of-scope areas' alike
+        return "questions"
     if metadata.get("kind") == "scope":
         return "scope"
-    return "questions" if metadata.get("section") == "question" else "text"
+    return "text"
 
 
 @dataclass

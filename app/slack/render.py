@@ -76,13 +76,15 @@ def answer_messages(ans: Answer, answer_id: str, asker: str | None = None) -> li
     if ans.citations:
         from app.compose import label
 
+        if ans.more:  # the whole card is a link: a thread is no place for a thousand words
+            tail.append(context(f":page_facing_up: {link(ans.citations[0].url, label(lang, 'whole_card'))}"))
         links = " · ".join(f"{link(c.url, c.title)} ({c.language})" for c in ans.citations)
         tail.append(context(f":books: *{label(lang, 'sources')}*: {links}"))
     tail.append(feedback_block(lang, answer_id, ans.question, [c.card for c in ans.citations] or ans.closest))
     meta = {"event_type": ANSWER_EVENT, "event_payload": {
         "answer_id": answer_id, "question": ans.question[:MAX_KEPT_QUESTION], "language": ans.language,
         "answer_language": lang, "cards": [c.card for c in ans.citations], "abstained": ans.abstained}}
-    return _messages(split_text(to_mrkdwn(ans.answer)), tail, head, meta)
+    return _messages(split_text(to_mrkdwn(ans.lead or ans.answer)), tail, head, meta)
 
 
 def feedback_block(lang: str, answer_id: str, question: str, cards: list[str]) -> dict:

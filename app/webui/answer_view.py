@@ -21,7 +21,12 @@ def language_name(code: str) -> str:
 def show_answer(ans: Answer, answer_id: str) -> None:
     for note in ans.notes:
         st.caption(f"Note: {note}")
-    st.markdown(ans.answer)
+    st.markdown(ans.lead or ans.answer)  # the part that answers this question, and the card's code
+    if ans.more:
+        from app.compose import label
+
+        with st.expander(f":material/article: {label(ans.answer_language, 'whole_card')}"):
+            st.markdown(ans.more)
     if ans.findings:
         from app.webui.review_view import findings_table
 
