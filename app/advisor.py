@@ -138,7 +138,7 @@ class Advisor:
             record = latest_evidence(topic, self.settings)
             if record is None:
                 return None
-            keep = ("verdict", "backend", "device_kind", "jax", "jaxlib", "date", "origin", "metrics")
+            keep = ("verdict", "backend", "device_kind", "jax", "jaxlib", "date", "origin", "node", "metrics")
             return {**{k: record.get(k) for k in keep}, "summary": summary(record),
                     "all_machines": evidence_summaries(topic, self.settings)}
         except Exception:  # evidence is a bonus; never let it break an answer

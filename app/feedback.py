@@ -1,9 +1,9 @@
 """Durable answer feedback (thumbs up/down + optional comment), shared by the web chat and Slack.
 
-One SQLite file, `Settings().data_dir / "feedback.sqlite"`. One row per (answer, front end): a
-user who changes their mind updates their row instead of adding a second vote. Every call opens
-its own connection, because Streamlit runs each session in its own thread and the Slack bot
-writes from another process; WAL mode lets those readers and writers not block each other.
+In the one database (`ingest.db`: a SQLite file in the data directory by default, PostgreSQL when
+replicas share it). One row per (answer, front end): a user who changes their mind updates their
+row instead of adding a second vote. Each call is one transaction, so a write that returned is
+durable (tests kill a writer right after it).
 
     record("a1b2", "down", "cites the wrong card", source="web", question="...", cards=["gpu-preallocation"])
     export()       -> [{"answer_id": ..., "rating": "down", ...}, ...]   newest first
@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from sqlalchemy import select
+
+from ingest import db
 from ingest.config import Settings
 from ingest.errors import UsageError
 
@@ -28,40 +29,30 @@ MAX_COMMENT_CHARS = 4_000
 MAX_QUESTION_CHARS = 4_000  # enough to recognise the question; a 1 MB paste is not worth keeping
 FIELDS = ("answer_id", "source", "rating", "comment", "question", "cards", "created", "updated")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS feedback (
-    answer_id TEXT NOT NULL,
-    source    TEXT NOT NULL,
-    rating    TEXT NOT NULL,
-    comment   TEXT NOT NULL DEFAULT '',
-    question  TEXT NOT NULL DEFAULT '',
-    cards     TEXT NOT NULL DEFAULT '[]',
-    created   TEXT NOT NULL,
-    updated   TEXT NOT NULL,
-    PRIMARY KEY (answer_id, source)
-)
-"""
-
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class FeedbackStore:
-    def __init__(self, path: Path):
-        self.path = Path(path)
+    def __init__(self, where: Path | str, settings: Settings | None = None):
+        """`where`: a database URL, or the path of a SQLite file."""
+        self.url = where if isinstance(where, str) and "://" in where else f"sqlite:///{Path(where)}"
+        self.settings = settings
 
     @classmethod
     def default(cls, settings: Settings | None = None) -> FeedbackStore:
-        return cls((settings or Settings()).data_dir / "feedback.sqlite")
+        settings = settings or Settings()
+        return cls(db.url_of(settings), settings)
 
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = sqlite3.connect(self.path, timeout=10)
-        con.row_factory = sqlite3.Row
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute(_SCHEMA)
-        return con
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file, when the database is one."""
+        return Path(self.url.removeprefix("sqlite:///")) if self.url.startswith("sqlite:///") else None
+
+    @property
+    def _engine(self):
+        return db.engine(self.settings, self.url)
 
     def record(self, answer_id: str, rating: str, comment: str = "", *, source: str = "web",
                question: str = "", cards: Iterable[str] = ()) -> None:
@@ -77,32 +68,30 @@ class FeedbackStore:
         if len(comment) > MAX_COMMENT_CHARS:
             raise UsageError(f"the comment has {len(comment):,} characters; at most {MAX_COMMENT_CHARS:,} are kept.",
                              "Shorten it.")
-        now = _now()
-        with self._connect() as con:
-            con.execute(
-                "INSERT INTO feedback (answer_id, source, rating, comment, question, cards, created, updated) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(answer_id, source) DO UPDATE SET rating=excluded.rating, "
-                "comment=excluded.comment, updated=excluded.updated",
-                (answer_id, source, rating, comment, (question or "")[:MAX_QUESTION_CHARS],
-                 json.dumps(list(cards)), now, now))
-        con.close()
+        now, t = _now(), db.feedback
+        with self._engine.begin() as con:
+            key = (t.c.answer_id == answer_id) & (t.c.source == source)
+            if con.execute(select(t.c.answer_id).where(key)).first():
+                con.execute(t.update().where(key).values(rating=rating, comment=comment, updated=now))
+            else:
+                con.execute(t.insert().values(answer_id=answer_id, source=source, rating=rating, comment=comment,
+                                              question=(question or "")[:MAX_QUESTION_CHARS], cards=list(cards),
+                                              created=now, updated=now))
 
     def get(self, answer_id: str, source: str = "web") -> dict | None:
-        with self._connect() as con:
-            row = con.execute("SELECT * FROM feedback WHERE answer_id = ? AND source = ?",
-                              (answer_id, source)).fetchone()
-        con.close()
-        return _row(row) if row else None
+        t = db.feedback
+        with self._engine.connect() as con:
+            row = con.execute(select(t).where((t.c.answer_id == answer_id) & (t.c.source == source))).mappings().first()
+        return dict(row) if row else None
 
     def export(self) -> list[dict]:
         """Every rating, newest change first; `cards` as a list."""
-        if not self.path.exists():
-            return []
-        with self._connect() as con:
-            rows = con.execute("SELECT * FROM feedback ORDER BY updated DESC, rowid DESC").fetchall()
-        con.close()
-        return [_row(r) for r in rows]
+        if self.path is not None and not self.path.exists():
+            return []  # nothing rated yet: reading creates no database
+        t = db.feedback
+        with self._engine.connect() as con:
+            rows = con.execute(select(t).order_by(t.c.updated.desc(), t.c.created.desc())).mappings().all()
+        return [{**r, "cards": list(r["cards"] or [])} for r in rows]
 
     def export_csv(self) -> str:
         out = io.StringIO()
@@ -111,12 +100,6 @@ class FeedbackStore:
         for row in self.export():
             writer.writerow({**row, "cards": " ".join(row["cards"])})
         return out.getvalue()
-
-
-def _row(row: sqlite3.Row) -> dict:
-    d = dict(row)
-    d["cards"] = json.loads(d.get("cards") or "[]")
-    return d
 
 
 # Module-level shortcuts on the default location, for front ends that hold no store object.

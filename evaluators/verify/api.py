@@ -18,7 +18,7 @@ from evaluators.verify.manifest import Pair, load_pairs
 from evaluators.verify.report import summary
 from evaluators.verify.runner import isolation_for, run_snippet
 from evaluators.verify.sandbox import Limits
-from evaluators.verify.store import cache_key, load_cached, records_for, save_cached
+from evaluators.verify.store import RUN, cache_key, load_cached, records_for, save_cached
 from evaluators.verify.suite import Baselines, Progress, sync_lines, verify_pair
 from ingest.config import Settings
 
@@ -120,17 +120,17 @@ def verify_script(path_or_source: str | Path, *, limits: Limits | None = None, s
 
 
 def latest_evidence(topic: str, settings: Settings | None = None) -> dict | None:
-    """Newest record for `topic`: a local run if one exists, else committed evidence."""
+    """Newest record for `topic`: a measured run if one exists, else committed evidence."""
     records = records_for(topic, settings)
-    local = [r for r in records if r["origin"] == "local run"]
+    local = [r for r in records if r["origin"] == RUN]
     return (local or records or [None])[0]
 
 
 def evidence_summaries(topic: str, settings: Settings | None = None) -> list[str]:
-    """One line per machine kind with evidence for `topic` (newest each, local runs first),
+    """One line per machine kind with evidence for `topic` (newest each, measured runs first),
     each saying where it was measured: GPU evidence shows on a CPU machine, labelled as GPU."""
     best: dict[tuple, dict] = {}
-    for r in sorted(records_for(topic, settings), key=lambda r: r["origin"] != "local run"):
+    for r in sorted(records_for(topic, settings), key=lambda r: r["origin"] != RUN):
         best.setdefault((r.get("backend"), r.get("device_kind")), r)
     return [f"{summary(r)} [{r['origin']}, {str(r.get('date', ''))[:10]}]" for r in best.values()]
 

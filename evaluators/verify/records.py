@@ -57,7 +57,7 @@ class Evidence:
 
     @property
     def origin(self) -> str:
-        """Where the caller found it: "local run", "cache", "recorded evidence (cpu.json)", ..."""
+        """Where the caller found it: "measured run", "cache", "recorded evidence (cpu.json)", ..."""
         return self.record.get("origin") or "run in this session"
 
     @property

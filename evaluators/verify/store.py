@@ -1,9 +1,11 @@
-"""Where verification records live: a local cache, and the evidence committed with the corpus.
+"""Where verification records live: the shared database, and the evidence committed with the corpus.
 
-Cache: one JSON file per (topic, key) under `Settings().data_dir / "verify"`. The key covers the
-snippet hash (pair files + probe version), jax and jaxlib versions, backend and device kind, so a
-record is reused until one of those changes. Evidence: `corpus/evidence/<name>.json`, written by
-`jaxmem verify --all --record`, e.g. `cpu.json`, or `gpu-<device>.json` from a GPU machine.
+Runs: one row per (topic, key) in the `evidence` table of the one database (`ingest.db`; a SQLite
+file in the data directory by default, PostgreSQL shared by replicas and Ray workers). The key
+covers the snippet hash (pair files + probe version), jax and jaxlib versions, backend and device
+kind, so a record is reused until one of those changes, and a run on a GPU worker is seen by every
+replica. Evidence: `corpus/evidence/<name>.json`, written by `jaxmem verify --all --record`, e.g.
+`cpu.json`, or `gpu-<device>.json` from a GPU machine.
 """
 from __future__ import annotations
 
@@ -12,7 +14,12 @@ import json
 import re
 from pathlib import Path
 
+from sqlalchemy import select
+
+from ingest import db
 from ingest.config import Settings
+
+RUN = "measured run"  # origin of a record read from the database (shown as "[measured run, <date>]")
 
 
 def cache_key(snippet_hash: str, jax: str, jaxlib: str, backend: str, device_kind: str) -> str:
@@ -20,33 +27,30 @@ def cache_key(snippet_hash: str, jax: str, jaxlib: str, backend: str, device_kin
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def cache_dir(settings: Settings | None = None) -> Path:
-    return (settings or Settings()).data_dir / "verify"
-
-
 def evidence_dir(settings: Settings | None = None) -> Path:
     return (settings or Settings()).corpus_dir / "evidence"
 
 
-def _cache_path(topic: str, key: str, settings: Settings | None) -> Path:
-    return cache_dir(settings) / f"{topic}--{key}.json"
-
-
 def load_cached(topic: str, key: str, settings: Settings | None = None) -> dict | None:
-    path = _cache_path(topic, key, settings)
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    t = db.evidence
+    with db.engine(settings).connect() as con:
+        row = con.execute(select(t.c.record).where((t.c.topic == topic) & (t.c.key == key))).first()
+    return dict(row[0]) if row else None
 
 
-def save_cached(record: dict, settings: Settings | None = None) -> Path:
-    path = _cache_path(record["topic"], record["key"], settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
-    tmp.replace(path)
-    return path
+def save_cached(record: dict, settings: Settings | None = None) -> None:
+    """Store a run (replacing an older one with the same key)."""
+    t = db.evidence
+    record = {k: v for k, v in record.items() if k != "origin"}
+    values = dict(topic=record["topic"], key=record["key"], snippet_hash=record.get("snippet_hash", ""),
+                  jax=record.get("jax"), backend=record.get("backend"), device_kind=record.get("device_kind"),
+                  node=record.get("node"), date=record.get("date", ""), verdict=record.get("verdict"), record=record)
+    with db.engine(settings).begin() as con:
+        key = (t.c.topic == values["topic"]) & (t.c.key == values["key"])
+        if con.execute(select(t.c.key).where(key)).first():
+            con.execute(t.update().where(key).values(**values))
+        else:
+            con.execute(t.insert().values(**values))
 
 
 def evidence_name(backend: str, device_kind: str) -> str:
@@ -87,12 +91,10 @@ def _read_json(path: Path):
 
 def records_for(topic: str, settings: Settings | None = None) -> list[dict]:
     """Every stored record of `topic`, newest first; each says where it came from."""
-    found: list[dict] = []
-    for path in sorted(cache_dir(settings).glob(f"{topic}--*.json")):
-        try:
-            found.append({**_read_json(path), "origin": "local run"})
-        except (OSError, ValueError, TypeError):
-            continue
+    t = db.evidence
+    with db.engine(settings).connect() as con:
+        rows = con.execute(select(t.c.record).where(t.c.topic == topic)).all()
+    found: list[dict] = [{**dict(r[0]), "origin": RUN} for r in rows]
     for path in sorted(evidence_dir(settings).glob("*.json")):
         try:
             record = _read_json(path).get("records", {}).get(topic)

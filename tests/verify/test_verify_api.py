@@ -48,7 +48,7 @@ def test_latest_evidence_prefers_a_local_run_over_committed_evidence(pair_settin
     found = api.latest_evidence("buffer-donation", pair_settings)
     assert found["backend"] == "gpu" and found["origin"].startswith("recorded evidence (gpu-nvidia-h100.json)")
     save_cached(record(), pair_settings)
-    assert api.latest_evidence("buffer-donation", pair_settings)["origin"] == "local run"
+    assert api.latest_evidence("buffer-donation", pair_settings)["origin"] == "measured run"
 
 
 def test_evidence_summaries_show_each_machine_kind_labelled(pair_settings):
@@ -57,7 +57,7 @@ def test_evidence_summaries_show_each_machine_kind_labelled(pair_settings):
     save_cached(record(date="2026-11-29T00:00:00+00:00"), pair_settings)    # older local run
     lines = api.evidence_summaries("buffer-donation", pair_settings)
     assert lines == [
-        "verified on cpu, jax 0.10.2: host->device transfers 101 -> 1 [local run, 2026-11-30]",
+        "verified on cpu, jax 0.10.2: host->device transfers 101 -> 1 [measured run, 2026-11-30]",
         "verified on gpu (NVIDIA H100), jax 0.10.2: host->device transfers 101 -> 1 "
         "[recorded evidence (gpu-nvidia-h100.json), 2026-12-01]",
     ]

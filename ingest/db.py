@@ -1,0 +1,107 @@
+"""The one database: feedback, verification evidence, and the ingest's record manager, chosen by
+URL (JAXMEM_DATABASE_URL; default a SQLite file in the data directory, nothing to start).
+PostgreSQL when several replicas share it (`postgresql+psycopg://user@host/db`).
+
+Tables are defined here and created and changed only by Alembic migrations
+(`ingest/migrations/`), run on first use of a URL in a process: a new version of jaxmem brings
+its migration, and every replica runs it the same way. The record manager's own table belongs to
+LangChain's `SQLRecordManager`, which creates it itself, in the same database.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from sqlalchemy import JSON, Column, Index, MetaData, String, Table, Text, create_engine, event
+from sqlalchemy.engine import Engine
+
+from ingest.config import Settings
+from ingest.errors import StoreUnavailable
+
+metadata = MetaData()
+
+feedback = Table(
+    "feedback", metadata,
+    Column("answer_id", String(64), primary_key=True),
+    Column("source", String(16), primary_key=True),     # web, slack: one row per answer and front end
+    Column("rating", String(8), nullable=False),
+    Column("comment", Text, nullable=False, default=""),
+    Column("question", Text, nullable=False, default=""),
+    Column("cards", JSON, nullable=False, default=list),
+    Column("created", String(32), nullable=False),
+    Column("updated", String(32), nullable=False),
+)
+
+evidence = Table(
+    "evidence", metadata,
+    Column("topic", String(128), primary_key=True),
+    Column("key", String(64), primary_key=True),         # snippet hash, jax, jaxlib, backend, device kind
+    Column("snippet_hash", String(64), nullable=False),
+    Column("jax", String(32)),
+    Column("backend", String(16)),
+    Column("device_kind", String(128)),
+    Column("node", String(128)),                         # where it ran: a host name or a Ray node id
+    Column("date", String(32), nullable=False),
+    Column("verdict", String(32)),
+    Column("record", JSON, nullable=False),              # the whole verification record
+    Index("evidence_topic_date", "topic", "date"),
+)
+
+_MIGRATIONS = Path(__file__).with_name("migrations")
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def url_of(settings: Settings) -> str:
+    return settings.database_url or f"sqlite:///{settings.data_dir / 'jaxmem.sqlite'}"
+
+
+def engine(settings: Settings | None = None, url: str | None = None) -> Engine:
+    """The process's engine for a URL, migrated to the newest schema on first use."""
+    settings = settings or Settings()
+    url = url or url_of(settings)
+    with _lock:
+        if url not in _engines:
+            _engines[url] = _migrated(_create(url, settings))
+        return _engines[url]
+
+
+def _create(url: str, settings: Settings) -> Engine:
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        eng = create_engine(url, connect_args={"timeout": 15})
+
+        @event.listens_for(eng, "connect")
+        def _pragmas(con, _record):  # readers and writers of several processes do not block each other
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+        return eng
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+
+def _migrated(eng: Engine) -> Engine:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    try:
+        with eng.begin() as con:
+            cfg.attributes["connection"] = con
+            command.upgrade(cfg, "head")
+    except Exception as exc:  # a server that is down, a URL that is wrong, a driver that is missing
+        raise StoreUnavailable(
+            f"cannot open the database {_safe(str(eng.url))} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}).",
+            "Check JAXMEM_DATABASE_URL (and that the server runs), or unset it for the SQLite file in the data "
+            "directory.") from None
+    return eng
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "(unparsable URL)"
