@@ -7,14 +7,16 @@ the use in source order (`loss = loss.item()` reads the array, not the float it 
 top of that it knows:
 
 - jitted callables however they were made: decorators, `functools.partial(jax.jit, ...)`,
-  `f = jax.jit(g)`, jit factories, methods and `self.f = jax.jit(...)` attributes, and the jit
-  wrappers of Flax NNX, Equinox and Haliax;
+  `f = jax.jit(g)`, jit factories (also one that returns a `@jax.jit` inner def, stored on
+  `self`), methods and `self.f = jax.jit(...)` attributes, and the jit wrappers of Flax NNX,
+  Equinox and Haliax; an attribute is never matched by name on an instance of a library class;
 - traced code: bodies given to jit, grad, vmap, `lax` control flow (also through
   `functools.partial`), `custom_vjp`/`custom_jvp` rules, `pallas_call` kernels, Flax/Haiku
-  Module methods and initializers;
+  Module methods and initializers, and module functions that only compiled code calls;
 - guesses of which names hold device arrays, NumPy arrays or host lists ("kinds"), flow-
   sensitive within a function and cheap: no fixpoint, good enough for lint rules that only
-  need "likely a device array here".
+  need "likely a device array here" (`jax.tree.map(np.asarray, t)` is NumPy, an item of a list
+  or deque filled by `.append(device_array)` is a device array, `range` gives Python ints).
 """
 from __future__ import annotations
 
@@ -92,7 +94,7 @@ JAX_ARRAY_FUNCS = frozenset({
 JAX_NON_ARRAY = frozenset({
     "jax.numpy.shape", "jax.numpy.ndim", "jax.numpy.size", "jax.numpy.dtype", "jax.numpy.result_type",
     "jax.numpy.issubdtype", "jax.numpy.iinfo", "jax.numpy.finfo", "jax.numpy.promote_types",
-    "jax.numpy.can_cast", "jax.lax.axis_index",
+    "jax.numpy.can_cast", "jax.lax.axis_index", "jax.lax.broadcast_shapes", "jax.numpy.broadcast_shapes",
 })
 # Array attributes that live on the host (metadata): reading them never syncs.
 HOST_ATTRS = frozenset({
@@ -105,9 +107,13 @@ NUMPY_NON_ARRAY = frozenset({"numpy.shape", "numpy.ndim", "numpy.size", "numpy.d
                              "numpy.iinfo", "numpy.finfo", "numpy.issubdtype"})
 SCALAR_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "sum", "max", "min", "abs", "round"})
 ARRAY_TYPES = frozenset({"jax.Array", "jax.numpy.ndarray"})  # not ArrayLike: that admits NumPy
-HOST_KINDS = frozenset({"np", "scalar", "list", "hostlist"})
-# Iterating a device array yields device arrays; a NumPy array or a list of host values, host data.
-ELEMENT_KIND = {"jax": "jax", "np": "np", "hostlist": "np"}
+HOST_KINDS = frozenset({"np", "scalar", "list", "hostlist", "scalars"})
+# Iterating a device array yields device arrays; a NumPy array or a list of host values, host
+# data; a list of Python numbers ("scalars"), Python numbers.
+ELEMENT_KIND = {"jax": "jax", "np": "np", "hostlist": "np", "scalars": "scalar"}
+# Containers that start empty and are filled with `.append(x)`: reading an item gives what was put in.
+EMPTY_CONTAINERS = frozenset({"collections.deque"})
+APPENDERS = frozenset({"append", "appendleft", "insert"})
 LIST_BUILTINS = frozenset({"list", "tuple", "sorted", "range", "zip", "enumerate", "reversed"})
 PROPERTY_DECORATORS = frozenset({"property", "functools.cached_property", "cached_property"})
 _END = (10**9, 0)  # position of a synthetic node: after everything
@@ -304,6 +310,7 @@ class Scope:
     loops: list[tuple[tuple[int, int], tuple[int, int], ast.AST]] = field(default_factory=list)
     per_step: ast.AST | None = None  # a call in a host loop that runs this function every step
     has_loops: bool = False
+    appends: dict[str, list[ast.AST]] = field(default_factory=dict)  # `name.append(x)`: the x's
 
     def bind(self, b: Binding) -> None:
         self.bindings.setdefault(b.name, []).append(b)
@@ -379,6 +386,7 @@ class Analysis:
         self._kcache: dict[int, str | None] = {}
         self._bkinds: dict[int, str | None] = {}
         self._returns: dict[ast.AST, str | None] = {}
+        self._returned: dict[ast.AST, ast.AST | None] = {}
 
     # ---- names -------------------------------------------------------------------------
     def qualname(self, expr: ast.AST) -> str | None:
@@ -442,12 +450,39 @@ class Analysis:
                 return b.node
             if b.how == "assign" and b.index is None and isinstance(b.value, ast.Lambda):
                 return b.value
+            if b.how == "assign" and b.index is None and isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name):
+                # `fold_fn = make_fold(...)` where make_fold ends `return fold_fn`, an inner def
+                factory = self.resolve_def(b.value.func, scope) if b.value.func is not expr else None
+                if isinstance(factory, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    return self.returned_def(factory)
             return None
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
             cls = self.class_of_receiver(expr.value, scope)
             if cls is not None:
                 return self._method(cls, expr.attr)
         return None
+
+    def returned_def(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The inner function a factory returns by name (`def make(): def f(...): ...; return f`)."""
+        if fn in self._returned:
+            return self._returned[fn]
+        self._returned[fn] = None  # recursion guard
+        scope = self.scopes.get(fn)
+        found = None
+        stack = list(fn.body)
+        while stack and scope is not None:
+            n = stack.pop()
+            if isinstance(n, ast.Return) and isinstance(n.value, ast.Name):
+                b = scope.reaching(n.value.id, pos(n.value))
+                if b and b[0].how == "def" and isinstance(b[0].node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if found is not None and found is not b[0].node:
+                        found = None
+                        break
+                    found = b[0].node
+            elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.expr)):
+                stack.extend(ast.iter_child_nodes(n))
+        self._returned[fn] = found
+        return found
 
     def _method(self, cls: ClassInfo, name: str, depth: int = 0):
         if name in cls.methods:
@@ -576,6 +611,10 @@ class Analysis:
             cls = self.class_of_receiver(func.value, scope)
             if cls is not None:
                 return self._class_jit(cls, func.attr)
+            recv = self.resolve(func.value.id, scope, pos(func.value))
+            if (recv is not None and recv.how == "assign" and recv.index is None and isinstance(recv.value, ast.Call)
+                    and self.qualname(recv.value.func) is not None):
+                return None  # `env = catch.Catch()`: an instance of a library class, not one of ours
             candidates = self.attr_jits.get(func.attr, [])
             other = self.functions.get(func.attr)
             if len(candidates) == 1 and (other is None or other in self.jitted_defs):
@@ -694,6 +733,9 @@ class Analysis:
                 return "scalar"
             if b.element == "dictvalue":
                 return "jax" if self.kind(b.value, scope) == "jax" else None
+            if (isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name) and b.value.func.id == "range"
+                    and self.is_builtin(b.value.func, scope)):
+                return "scalar"  # `for dx in range(n)`: Python ints
             return ELEMENT_KIND.get(self.kind(b.value, scope))
         if (b.index == 0 and isinstance(b.value, ast.Call)
                 and self.qualname(b.value.func) in ("flax.nnx.split", "flax.nnx.graph.split")):
@@ -718,7 +760,11 @@ class Analysis:
             return self._call_kind(expr, scope)
         if t is ast.Subscript:
             k = self.kind(expr.value, scope)
-            return k if k in ("jax", "np") else None
+            if k in ("jax", "np"):
+                return k
+            if isinstance(expr.value, ast.Name):
+                return self.container_item_kind(expr.value, scope)
+            return None
         if t is ast.Attribute:
             if expr.attr in HOST_ATTRS:
                 return None
@@ -736,10 +782,12 @@ class Analysis:
             kinds = {self.kind(e, scope) for e in expr.elts}
             if "jax" in kinds:
                 return "jax"
+            if kinds == {"scalar"}:
+                return "scalars"
             return "hostlist" if kinds and kinds <= HOST_KINDS else "list"
         if t in (ast.ListComp, ast.GeneratorExp):
             k = self.kind(expr.elt, scope)
-            return "jax" if k == "jax" else "hostlist" if k in HOST_KINDS else "list"
+            return "jax" if k == "jax" else "scalars" if k == "scalar" else "hostlist" if k in HOST_KINDS else "list"
         if t is ast.UnaryOp:
             return self.kind(expr.operand, scope)
         if t is ast.IfExp:
@@ -748,10 +796,56 @@ class Analysis:
             return self.kind(expr.value, scope)
         return None
 
+    def container_item_kind(self, name: ast.Name, scope: Scope) -> str | None:
+        """`stops[0]` where `stops` starts empty (`[]`, `deque(...)`) and is filled with
+        `stops.append(x)`: "jax" when a device array is put in."""
+        s: Scope | None = scope
+        while s is not None:
+            if name.id in s.bindings:
+                b = s.reaching(name.id, pos(name), s is scope)
+                b = b[0] if b else None
+                if b is None or b.how != "assign" or b.index is not None or not self._empty_container(b.value):
+                    return None
+                for item in s.appends.get(name.id, ()):
+                    if self.kind(item, s) == "jax":
+                        return "jax"
+                return None
+            s = s.parent
+        return None
+
+    def _empty_container(self, value: ast.AST | None) -> bool:
+        if isinstance(value, ast.List):
+            return not value.elts
+        if isinstance(value, ast.Call):
+            if isinstance(value.func, ast.Name) and value.func.id == "list" and not value.args:
+                return True
+            return self.qualname(value.func) in EMPTY_CONTAINERS and not value.args
+        return False
+
+    def _tree_map_kind(self, call: ast.Call, scope: Scope) -> str | None:
+        """`jax.tree.map(np.asarray, tree)` gives NumPy arrays, `jax.tree.map(lambda x: x.shape,
+        tree)` shapes; any other function, device arrays (as before)."""
+        f = call.args[0] if call.args else keyword(call, "f")
+        if isinstance(f, (ast.Name, ast.Attribute)):
+            fq = self.qualname(f)
+            if fq is not None and fq.startswith("numpy."):
+                return None if fq in NUMPY_NON_ARRAY else "np"
+        if isinstance(f, ast.Lambda):
+            body = f.body
+            if isinstance(body, ast.Attribute) and body.attr in HOST_ATTRS:
+                return None
+            if isinstance(body, ast.Call):
+                bq = self.qualname(body.func)
+                if bq is not None and bq.startswith("numpy."):
+                    return None if bq in NUMPY_NON_ARRAY else "np"
+        return "jax"
+
     def _call_kind(self, call: ast.Call, scope: Scope) -> str | None:
         func = call.func
         q = self.qualname(func)
         if q is not None:
+            if q == "jax.tree.map":
+                return self._tree_map_kind(call, scope)
             if q in JAX_ARRAY_FUNCS or (q.startswith(JAX_ARRAY_PREFIXES) and q not in JAX_NON_ARRAY):
                 return "jax"
             if q == "jax.device_get":
@@ -977,6 +1071,8 @@ class _Builder:
                     self._jit_binding(b, value)
                     if b.info is not None:
                         self.a.attr_jits.setdefault(target.attr, []).append(b.info)
+                    else:
+                        self.pending_attrs.append(b)  # made by a factory: known after resolution
                 cls.attrs.setdefault(target.attr, []).append(b)
         elif isinstance(target, ast.Starred):
             self._targets(target.value, stmt, value, at, how, index, element, until)
@@ -1005,6 +1101,7 @@ class _Builder:
 
     pending_params: list
     pending_returns: list
+    pending_attrs: list
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)
@@ -1023,6 +1120,8 @@ class _Builder:
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.visit(node.value)
+        if isinstance(node.target, ast.Name) and isinstance(node.op, ast.Add) and isinstance(node.value, ast.List):
+            self.scope.appends.setdefault(node.target.id, []).extend(node.value.elts)  # `history += [x]`
         if isinstance(node.target, ast.Name):
             load = ast.Name(id=node.target.id, ctx=ast.Load(), lineno=node.lineno, col_offset=node.col_offset)
             self.scope.bind(Binding(node.target.id, "assign", end_pos(node), node, value=ast.BinOp(load, node.op, node.value)))
@@ -1135,6 +1234,9 @@ class _Builder:
             self.a.defvjp.append((node, self.scope))
         if isinstance(node.func, ast.Name):
             self.a.calls_by_name.setdefault(node.func.id, []).append((node, self.scope))
+        elif (isinstance(node.func, ast.Attribute) and node.func.attr in APPENDERS and node.args
+              and isinstance(node.func.value, ast.Name)):
+            self.scope.appends.setdefault(node.func.value.id, []).append(node.args[-1])
         if self.loop_depth and not self.scope.is_class:
             self.a.loop_calls.append((node, self._innermost_loop(node), self.scope, self.guarded > 0))
         self.generic_visit(node)
@@ -1171,13 +1273,45 @@ def _mark_traced(a: Analysis) -> None:
         if scope.reasons:
             scope.traced = True
             scope.jitted = bool(scope.reasons & {"jit", "control", "pallas"})
-    # Nested functions inherit from their (now possibly compiled) parents.
+    _inherit(a)
+    # A module function that is only ever called from compiled code (`fold(state)` inside a
+    # `lax.fori_loop` body) is compiled with it; two rounds reach a helper of a helper.
+    for _ in range(2):
+        if not _called_only_when_traced(a):
+            break
+        _inherit(a)
+
+
+def _inherit(a: Analysis) -> None:
+    """Nested functions inherit from their (now possibly compiled) parents."""
     for node, scope in a.scopes.items():
         p = scope.parent
         while p is not None:
             scope.jitted |= p.jitted
             scope.traced |= p.traced
             p = p.parent
+
+
+def _called_only_when_traced(a: Analysis) -> bool:
+    names = {c.func.id for calls in a.calls_by_name.values() for c, s in calls if s.jitted}
+    if not names:
+        return False
+    sites: dict[ast.AST, list[Scope]] = {}
+    for name in names:
+        for call, s in a.calls_by_name.get(name, ()):
+            fn = a.resolve_def(call.func, s)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                sites.setdefault(fn, []).append(s)
+    changed = False
+    for fn, callers in sites.items():
+        scope = a.scopes.get(fn)
+        # Compiled callers only: under grad or vmap alone a Python loop still runs on the host.
+        if scope is None or scope.traced or not all(c.jitted for c in callers):
+            continue
+        scope.traced = scope.jitted = True
+        scope.reasons.add("callee")
+        changed = True
+    return changed
 
 
 def _functions_in(a: Analysis, expr: ast.AST, scope: Scope, depth: int = 0) -> list[ast.AST]:
@@ -1214,6 +1348,11 @@ def _resolve_pending(a: Analysis, builder: _Builder) -> None:
                     info.wrapped = wrapped
                     b.info = info
                     break
+        if b.info is None:
+            inner = a.returned_def(fn)  # `return _eval_fn`, a `@jax.jit` def in the factory
+            if inner is not None and inner in a.jitted_defs:
+                b.info = a.jitted_defs[inner]
+
 
 
 def build(tree: ast.Module, lines: list[str]) -> Analysis:
@@ -1235,9 +1374,12 @@ def build(tree: ast.Module, lines: list[str]) -> Analysis:
             if q is not None and isinstance(node.value, (ast.Attribute, ast.Name)):
                 a.aliases[node.targets[0].id] = q
     builder = _Builder(a)
-    builder.pending_params, builder.pending_returns = [], []
+    builder.pending_params, builder.pending_returns, builder.pending_attrs = [], [], []
     builder.visit_list(tree.body)
     _resolve_pending(a, builder)
+    for b in builder.pending_attrs:
+        if b.info is not None:
+            a.attr_jits.setdefault(b.name, []).append(b.info)
     _mark_traced(a)
     return a
 

@@ -51,10 +51,38 @@ def int_value(expr: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) -
     return None
 
 
-def trip_count(it: ast.AST, analysis: Analysis, scope: Scope) -> int | None:
-    """Iterations of `for ... in it` when the source says so: `range(5)`, a literal tuple."""
+_LITERAL_ARRAYS = frozenset({"numpy.array", "numpy.asarray", "jax.numpy.array", "jax.numpy.asarray"})
+
+
+def trip_count(it: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) -> int | None:
+    """Iterations of `for ... in it` when the source says so: `range(5)`, a literal tuple or
+    dict, a name bound to one (`formats = [...]`), a comprehension over one, `d.items()` of a
+    literal dict, `jnp.array([0.2, 0.5, 0.8])`."""
+    if depth > 6:
+        return None
     if isinstance(it, (ast.List, ast.Tuple, ast.Set)) and not any(isinstance(e, ast.Starred) for e in it.elts):
         return len(it.elts)
+    if isinstance(it, ast.Dict) and None not in it.keys:
+        return len(it.keys)
+    if isinstance(it, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        if len(it.generators) == 1 and not it.generators[0].ifs:
+            return trip_count(it.generators[0].iter, analysis, scope, depth + 1)
+        return None
+    if isinstance(it, ast.Name):
+        b = analysis.resolve(it.id, scope, pos(it))
+        if b is not None and b.how == "assign" and b.index is None and b.value is not None and b.value is not it:
+            if isinstance(b.value, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
+                                    ast.DictComp, ast.GeneratorExp, ast.Name, ast.Call)):
+                return trip_count(b.value, analysis, scope, depth + 1)
+        return None
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "keys", "values") \
+            and not it.args:
+        return trip_count(it.func.value, analysis, scope, depth + 1)
+    if isinstance(it, ast.Call) and analysis.qualname(it.func) in _LITERAL_ARRAYS and len(it.args) == 1:
+        arg = it.args[0]
+        if isinstance(arg, (ast.List, ast.Tuple)):
+            return len(arg.elts)  # the first axis of a literal array
+        return None
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and analysis.is_builtin(it.func, scope):
         name, args = it.func.id, it.args
         if name == "range" and 1 <= len(args) <= 3:
@@ -64,9 +92,9 @@ def trip_count(it: ast.AST, analysis: Analysis, scope: Scope) -> int | None:
             start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], vals[2] if len(vals) == 3 else 1)
             return len(range(start, stop, step)) if step else None
         if name in ("enumerate", "reversed", "sorted", "list", "tuple") and args:
-            return trip_count(args[0], analysis, scope)
+            return trip_count(args[0], analysis, scope, depth + 1)
         if name == "zip" and args:
-            counts = [trip_count(a, analysis, scope) for a in args]
+            counts = [trip_count(a, analysis, scope, depth + 1) for a in args]
             known = [c for c in counts if c is not None]
             return min(known) if known else None
     return None
@@ -85,9 +113,25 @@ def small_loop(loop: ast.AST, analysis: Analysis, scope: Scope) -> bool:
 
 
 def epoch_loop(loop: ast.AST) -> bool:
-    """`for epoch in ...`: each iteration is a whole pass over the data, not a step."""
+    """`for epoch in ...` or `for _ in range(num_epochs)`: each iteration is a whole pass over
+    the data, not a step."""
     target = getattr(loop, "target", None)
-    return target is not None and any(isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target))
+    if target is None:
+        return False
+    if any(isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)):
+        return True
+    it = getattr(loop, "iter", None)
+    # Only a count of epochs (`range(num_epochs)`), never a count within one (`steps_per_epoch`)
+    # and never an iterator (`for batch in epoch_batches(...)` walks the steps of one epoch).
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
+        return False
+    names = [n.id if isinstance(n, ast.Name) else n.attr for a in it.args for n in ast.walk(a)
+             if isinstance(n, (ast.Name, ast.Attribute))]
+    return any(_EPOCH_COUNT.search(x.lower()) and not _WITHIN_EPOCH.search(x.lower()) for x in names)
+
+
+_EPOCH_COUNT = re.compile(r"epoch")
+_WITHIN_EPOCH = re.compile(r"per_epoch|step|batch|iter|sample|example")
 
 
 def benchmark_function(scope: Scope, analysis: Analysis) -> str | None:
@@ -130,6 +174,8 @@ def cpu_device_block(node: ast.With) -> bool:
     return False
 
 
+_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "any", "all", "prod", "std", "var", "argmax", "argmin",
+                         "amax", "amin", "median", "nanmean", "nansum", "count_nonzero"})
 _SHAPED = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like"})
 _ELEMENTWISE_HINT = ("log", "exp", "sqrt", "abs", "sin", "cos", "tanh", "float32", "float64", "int32", "asarray", "array")
 
@@ -152,6 +198,8 @@ def element_count(expr: ast.AST | None, analysis: Analysis, scope: Scope, depth:
         b = analysis.resolve(expr.id, scope, pos(expr))
         if b is not None and b.how == "assign" and b.index is None and b.value is not None and b.value is not expr:
             return element_count(b.value, analysis, scope, depth + 1)
+        if b is not None and b.how == "assign" and b.index is not None and isinstance(b.value, ast.Call):
+            return _output_count(b.value, b.index, analysis, scope, depth + 1)
         return None
     if not isinstance(expr, ast.Call):
         return None
@@ -164,6 +212,9 @@ def element_count(expr: ast.AST | None, analysis: Analysis, scope: Scope, depth:
     if not q.startswith(("numpy.", "jax.numpy.", "jax.random.")):
         return None
     fn = q.rsplit(".", 1)[-1]
+    if fn in _REDUCTIONS and q.startswith(("numpy.", "jax.numpy.")) and not any(
+            kw.arg in ("axis", "axes", "keepdims") for kw in expr.keywords) and len(expr.args) <= 1:
+        return 1  # `jnp.any(x)`, `jnp.mean(loss)`: reduced over every axis
     shape = None
     for kw in expr.keywords:
         if kw.arg in ("shape", "size"):
@@ -202,3 +253,41 @@ def element_count(expr: ast.AST | None, analysis: Analysis, scope: Scope, depth:
             return None
         total *= v
     return total
+
+
+VALUE_AND_GRAD = frozenset({"jax.value_and_grad", "flax.nnx.value_and_grad", "equinox.filter_value_and_grad"})
+
+
+def _output_count(call: ast.Call, index: int, analysis: Analysis, scope: Scope, depth: int) -> int | None:
+    """Elements of output `index` of a call: `value, grads = jax.value_and_grad(f)(x)` gives a
+    scalar value (value_and_grad requires one); for a function of this module (jitted or not,
+    also one a factory returns), the same position of the tuple it returns."""
+    if depth > 12:
+        return None
+    func = call.func
+    if isinstance(func, ast.Call) and analysis.qualname(func.func) in VALUE_AND_GRAD:
+        aux = next((k.value for k in func.keywords if k.arg == "has_aux"), None)
+        if index == 0 and not (isinstance(aux, ast.Constant) and aux.value):
+            return 1
+        return None
+    fn = analysis.resolve_def(func, scope)
+    if fn is None:
+        info = analysis.jit_info(func, scope)
+        wrapped = info.wrapped if info is not None else None
+        fn = analysis.resolve_def(wrapped, scope) if isinstance(wrapped, (ast.Name, ast.Attribute)) else (
+            wrapped if isinstance(wrapped, (ast.FunctionDef, ast.AsyncFunctionDef)) else None)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    inner = analysis.scopes.get(fn)
+    if inner is None:
+        return None
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            if isinstance(n.value, ast.Tuple) and index < len(n.value.elts):
+                return element_count(n.value.elts[index], analysis, inner, depth + 1)
+            return None
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.expr)):
+            stack.extend(ast.iter_child_nodes(n))
+    return None

@@ -123,7 +123,7 @@ def test_pasted_code_gets_findings(page):
     page.get_by_text("finding(s) in 1 file(s)").wait_for(timeout=60_000)
     hits = page.locator(".jm-hit")
     hits.first.wait_for()
-    assert hits.count() >= 2
+    assert hits.count() >= 1
     assert "print(float(w.sum()))" in hits.all_inner_texts()[-1]
     page.get_by_role("button", name="Download SARIF").wait_for()
     page.screenshot(path=str(ARTIFACTS / "web-review.png"), full_page=True)

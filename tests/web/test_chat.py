@@ -100,7 +100,7 @@ def test_sidebar_shows_index_backend_and_jax(app):
 
 
 def test_code_in_a_question_is_reviewed_and_its_findings_listed(app):
-    code = "import jax.numpy as jnp\n\nw = jnp.zeros(3)\nfor i in range(5):\n    w = w + 1\n    print(float(w.sum()))\n"
+    code = "import jax.numpy as jnp\n\nw = jnp.zeros(3)\nfor i in range(1000):\n    w = w + 1\n    print(float(w.sum()))\n"
     ask(app, f"Varför är den här loopen långsam?\n```python\n{code}```")
     (ans,) = answers(app)
     assert any(f["code"] == "JM101" and f["line"] == 6 for f in ans.findings), ans.findings

@@ -65,7 +65,7 @@ def test_several_uploads_including_a_notebook(review):
         ("train_loop.py", TRAIN.encode(), "text/x-python"),
         ("clean.py", b"import jax.numpy as jnp\nx = jnp.ones(3) * 2\n", "text/x-python"),
         ("exp.ipynb", notebook(["import jax\nimport jax.numpy as jnp\nw = jnp.zeros(3)",
-                                "for i in range(5):\n    w = w + 1\n    print(float(w.sum()))"]), "application/json"),
+                                "for i in range(1000):\n    w = w + 1\n    print(float(w.sum()))"]), "application/json"),
     ]).run()
     press_review(review)
     by_file = {(f["path"], f["code"], f.get("cell"), f["line"]) for f in findings(review)}

@@ -12,6 +12,11 @@ files hold one mapping per `- ` item, one `key: value` per line, values written 
 Two repositories are held out against overfitting the reviewer to the code it is tuned on: by a
 fixed rule, the two with the fewest `vendored_bytes` in manifest.yaml. `--split dev` shows only
 the others (per rule, recall, unlabeled findings); the default also prints held-out rows.
+
+A second held-out part, "held-out 2", holds the repositories whose manifest entry says
+`split: "heldout2"`: added after the round-1 precision work and read once, unseen
+(baseline-round1.txt). Round 2 then developed on them too, so their row is no longer an unbiased
+estimate. They take no part in the smallest-two rule, and `--split dev` leaves them out.
 """
 from __future__ import annotations
 
@@ -53,20 +58,42 @@ def repos() -> list[Path]:
 HELD_OUT_COUNT = 2
 
 
-def held_out() -> frozenset[str]:
-    """Folder names of the held-out repositories: the two smallest by vendored_bytes."""
-    sizes, current = {}, None
+HELD_OUT_2 = "held-out 2"  # manifest entries with `split: "heldout2"`
+
+
+def _manifest_entries() -> dict[str, dict]:
+    """Per repository folder (`dir`): its vendored_bytes and its `split` field, if any."""
+    entries: dict[str, dict] = {}
+    current = None
     for raw in (HERE / "manifest.yaml").read_text(encoding="utf-8").splitlines():
         line = raw.strip()
         if line.startswith("dir:"):
             current = json.loads(line.partition(": ")[2])
+            entries[current] = {}
         elif line.startswith("vendored_bytes:") and current is not None:
-            sizes[current] = int(line.partition(": ")[2])
+            entries[current]["bytes"] = int(line.partition(": ")[2])
+        elif line.startswith("split:") and current is not None:
+            entries[current]["split"] = json.loads(line.partition(": ")[2])
+    return entries
+
+
+def held_out() -> frozenset[str]:
+    """Folder names of the held-out repositories: the two smallest by vendored_bytes among those
+    without a `split` field (the held-out 2 repositories are apart)."""
+    sizes = {d: e["bytes"] for d, e in _manifest_entries().items() if "split" not in e and "bytes" in e}
     return frozenset(sorted(sizes, key=lambda d: (sizes[d], d))[:HELD_OUT_COUNT])
 
 
-def split_of(rel: str, held: frozenset[str]) -> str:
-    return "held-out" if rel.split("/", 1)[0] in held else "dev"
+def held_out_2() -> frozenset[str]:
+    """Folder names of the repositories marked `split: "heldout2"` in manifest.yaml."""
+    return frozenset(d for d, e in _manifest_entries().items() if e.get("split") == "heldout2")
+
+
+def split_of(rel: str, held: frozenset[str], held2: frozenset[str] = frozenset()) -> str:
+    top = rel.split("/", 1)[0]
+    if top in held2:
+        return HELD_OUT_2
+    return "held-out" if top in held else "dev"
 
 
 def is_test(rel: str) -> bool:
@@ -93,8 +120,8 @@ def precision(counts: Counter) -> float | None:
 
 def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
     """`split`: "all" (every repository, with dev and held-out summary rows) or "dev"."""
-    held = held_out()
-    keep = (lambda rel: True) if split == "all" else (lambda rel: split_of(rel, held) == split)
+    held, held2 = held_out(), held_out_2()
+    keep = (lambda rel: True) if split == "all" else (lambda rel: split_of(rel, held, held2) == split)
     labels = {key(x["path"], x.get("cell"), x["line"], x["code"]): x
               for x in load_items(HERE / "labels.yaml") if keep(x["path"])}
     cases = [c for c in load_items(HERE / "recall.yaml") if keep(c["path"])]
@@ -119,10 +146,10 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
         where = "test" if is_test(rel) else "non-test"
         if label is None:
             unlabeled.append({"path": rel, "cell": f.cell, "line": f.line, "code": f.code, "message": f.message})
-            by_split[split_of(rel, held)][where]["unlabeled"] += 1
+            by_split[split_of(rel, held, held2)][where]["unlabeled"] += 1
             continue
         table[f.code][where][label["label"]] += 1
-        by_split[split_of(rel, held)][where][label["label"]] += 1
+        by_split[split_of(rel, held, held2)][where][label["label"]] += 1
     stale = [{"path": k[0], "cell": k[1], "line": k[2], "code": k[3]} for k in labels if k not in seen]
     rows = []
     totals = {"non-test": Counter(), "test": Counter()}
@@ -148,11 +175,11 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
                             "codes": c["codes"], "found": bool(hits)})
     found = sum(r["found"] for r in recall_rows)
     splits = {}
-    for name in ("dev", "held-out") if split == "all" else (split,):
-        rows_here = [r for r in recall_rows if split_of(r["path"], held) == name]
+    for name in ("dev", "held-out", HELD_OUT_2) if split == "all" else (split,):
+        rows_here = [r for r in recall_rows if split_of(r["path"], held, held2) == name]
         nt, te = by_split[name]["non-test"], by_split[name]["test"]
         splits[name] = {
-            "repos": sorted(p.name for p in repos() if split_of(p.name + "/", held) == name),
+            "repos": sorted(p.name for p in repos() if split_of(p.name + "/", held, held2) == name),
             "non-test": {**{lab: nt[lab] for lab in LABELS}, "precision": precision(nt), "unlabeled": nt["unlabeled"]},
             "test_findings": sum(te.values()),
             "recall": {"found": sum(r["found"] for r in rows_here), "cases": len(rows_here)},
@@ -169,7 +196,7 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
 
     return {
         "repos": [p.name for p in repos() if keep(p.name + "/")], "files": files, "findings": len(findings),
-        "split": split, "held_out": sorted(held), "splits": splits,
+        "split": split, "held_out": sorted(held), "held_out_2": sorted(held2), "splits": splits,
         "by_rule": rows, "overall": overall,
         "recall": {"found": found, "cases": len(recall_rows),
                    "recall": round(found / len(recall_rows), 3) if recall_rows else None, "rows": recall_rows},
@@ -202,13 +229,23 @@ def render(r: dict) -> str:
         out.append(line(row["code"], row))
     out.append("-" * len(head))
     out.append(line("all", r["overall"]))
-    out += ["", f"By split (held out: {', '.join(r['held_out'])}; non-test precision, test-file findings, recall):"]
+    out += ["", f"By split (held out: {', '.join(r['held_out'])}; held-out 2: manifest `split: heldout2`;"
+            " non-test precision, test-file findings, recall):"]
     for name, sp in r["splits"].items():
         nt, rc_ = sp["non-test"], sp["recall"]
         p = "-" if nt["precision"] is None else f"{nt['precision']:.2f}"
-        out.append(f"  {name:<9} non-test TP {nt['TP']:>3} FP {nt['FP']:>3} deb {nt['debatable']:>3} prec {p:>5}"
+        out.append(f"  {name:<10} non-test TP {nt['TP']:>3} FP {nt['FP']:>3} deb {nt['debatable']:>3} prec {p:>5}"
                    f" (unlabeled {nt['unlabeled']}) | test-file findings {sp['test_findings']:>3}"
                    f" | recall {rc_['found']}/{rc_['cases']}")
+    h2 = r["splits"].get(HELD_OUT_2)
+    if h2 and h2["repos"]:
+        nt, rc_ = h2["non-test"], h2["recall"]
+        p = "-" if nt["precision"] is None else f"{nt['precision']:.2f}"
+        rec = "-" if not rc_["cases"] else f"{rc_['found'] / rc_['cases']:.2f}"
+        out.append(f"  held-out 2, used in development since round 2 (its unseen round-1 reading is in"
+                   f" baseline-round1.txt) ({', '.join(h2['repos'])}):"
+                   f" precision {p} (TP {nt['TP']}, FP {nt['FP']}; debatable {nt['debatable']} apart),"
+                   f" recall {rec} ({rc_['found']}/{rc_['cases']})")
     rc = r["recall"]
     out += ["", f"Recall over recall.yaml: {rc['found']}/{rc['cases']}"
             + ("" if rc["recall"] is None else f" = {rc['recall']:.2f}")]

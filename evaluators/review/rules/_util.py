@@ -38,13 +38,8 @@ def periodic(ctx: Ctx) -> bool:
                 isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr.startswith(("assert", "fail"))):
             return True
-    for node in reversed(ctx.stack):
-        if node is loop:
-            break
-        if isinstance(node, ast.If) and any(
-            isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node.test)
-        ):
-            return True
+    if under_periodic_guard(ctx):
+        return True
     return _waited_before(ctx, loop)
 
 
@@ -71,6 +66,10 @@ def _not_per_step(ctx: Ctx, words: tuple[str, ...], sync: bool) -> bool:
     inner = ctx.loops[-1]
     if intent.epoch_loop(inner):
         return True
+    if _short_under_guard(ctx):
+        return True
+    if _report_loop(ctx, inner):
+        return True
     total = 1
     for loop in ctx.loops:
         n = intent.trip_count(loop.iter, a, scope) if isinstance(loop, (ast.For, ast.AsyncFor)) else (
@@ -86,6 +85,99 @@ def _not_per_step(ctx: Ctx, words: tuple[str, ...], sync: bool) -> bool:
     if sync and _waits_every_iteration(ctx, inner):
         return True
     return bool(words) and _benchmark_named(ctx, words)
+
+
+def periodic_guard(node: ast.AST, child: ast.AST | None = None) -> bool:
+    """`if step % N == 0:` (any `%` in the test): its body runs every N-th iteration. With
+    `child` (the next node down the stack), only when the child is in the body, not the `else:`."""
+    return (isinstance(node, ast.If) and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+                                             for n in ast.walk(node.test))
+            and (child is None or child in node.body))
+
+
+def under_periodic_guard(ctx: Ctx) -> bool:
+    """Inside the body of `if step % N == 0:` within the innermost loop."""
+    loop = ctx.loops[-1] if ctx.loops else None
+    stack = ctx.stack
+    for i in range(len(stack) - 2, -1, -1):
+        if stack[i] is loop:
+            return False
+        if periodic_guard(stack[i], stack[i + 1]):
+            return True
+    return False
+
+
+def _short_under_guard(ctx: Ctx) -> bool:
+    """`if step % N == 0:` around a short inner loop: `for split, ds in eval_sets.items()` over
+    two splits, `{k: float(v) for k, v in metrics.items()}`. The reads run a handful of times
+    every N steps. An inner loop of unknown length under the guard (an evaluation over a whole
+    data set) still counts: its reads happen once per batch."""
+    loops = ctx.loops
+    guard_at = None
+    stack = ctx.stack
+    for i, node in enumerate(stack[:-1]):
+        if periodic_guard(node, stack[i + 1]) and any(l in stack[:i] for l in loops):
+            guard_at = i  # the innermost such guard wins
+    if guard_at is None:
+        return False
+    inner = [l for l in loops if l in ctx.stack[guard_at:]]
+    if not inner:
+        return False
+    total = 1
+    for loop in inner:
+        if isinstance(loop, COMPREHENSIONS):
+            continue  # one expression over the items of a value: a handful of reads
+        it = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+        n = intent.trip_count(it, ctx.analysis, ctx.scope) if it is not None else None
+        if n is None:
+            return False
+        total *= n
+    return total <= intent.SMALL_LOOP
+
+
+def _report_loop(ctx: Ctx, loop: ast.AST) -> bool:
+    """`for mean, std in zip(means, stds): print(...)`: a loop over the elements of device
+    arrays that queues no work beyond indexing and arithmetic on them. The computation ran
+    before the loop; each read waits only for its own element."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    if not any(ctx.kind(it) == "jax" for it in _iterated(loop.iter)):
+        return False
+    memo = ctx.memo.setdefault("report_loop", {})
+    if id(loop) not in memo:
+        memo[id(loop)] = not _heavy_work(ctx, list(loop.body))
+    return memo[id(loop)]
+
+
+def _heavy_work(ctx: Ctx, roots: list[ast.AST]) -> bool:
+    """Calls that queue device computation: jitted or transformed functions, JAX operations,
+    methods of device arrays, module functions that do one of those."""
+    a, scope = ctx.analysis, ctx.scope
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            func = n.func
+            if a.jit_info(func, scope) is not None:
+                return True
+            q = a.qualname(func)
+            if q is not None:
+                if q.startswith("jax."):
+                    return True
+            elif isinstance(func, ast.Attribute) and func.attr not in HOST_METHODS and func.attr not in SYNC_METHODS:
+                if a.kind(func.value, scope) == "jax":
+                    return True
+            elif isinstance(func, ast.Call):
+                return True  # jax.grad(f)(x), a factory's product
+            if q is None and not (isinstance(func, ast.Name) and a.is_builtin(func, scope)):
+                fn = a.resolve_def(func, scope)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
+                    if _device_work(ctx, list(fn.body), 1, a.scopes[fn]):
+                        return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False
 
 
 EXPLICIT_WAITS = frozenset({"jax.block_until_ready"})  # a host read (device_get) is itself the cost
@@ -187,12 +279,39 @@ def _device_work(ctx: Ctx, roots: list[ast.AST], depth: int, scope=None) -> bool
     return False
 
 
-def waits(ctx: Ctx, node: ast.AST) -> bool:
+def reads_condition(ctx: Ctx, test: ast.AST) -> bool:
+    """An `if`/`while` test whose value is a device array: Python calls bool() on it."""
+    if isinstance(test, ast.BoolOp):
+        return any(reads_condition(ctx, v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return reads_condition(ctx, test.operand)
+    if isinstance(test, ast.Compare):
+        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
+            return False
+        return any(ctx.kind(v) == "jax" for v in [test.left, *test.comparators])
+    return isinstance(test, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) and ctx.kind(test) == "jax"
+
+
+FORMAT_BUILTINS = frozenset({"print", "str", "repr", "format"})
+
+
+def waits(ctx: Ctx, node: ast.AST, depth: int = 0) -> bool:
     """The expression waits for the device: block_until_ready, device_get, or a host read of a
-    device array (float/int/bool/.item()/.tolist()/NumPy on it, or formatting it)."""
+    device array (float/int/bool/.item()/.tolist()/NumPy on it, printing or formatting it, an
+    `if` on it), or a call of a module function whose body does one of those."""
     for n in ast.walk(node):
+        if isinstance(n, (ast.If, ast.While)) and reads_condition(ctx, n.test):
+            return True
         if isinstance(n, ast.Call):
             func = n.func
+            if builtin_name(ctx, func) in FORMAT_BUILTINS and any(
+                    ctx.kind(x) == "jax" for x in [*n.args, *(k.value for k in n.keywords)]):
+                return True
+            if (isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant)
+                    and any(ctx.kind(x) == "jax" for x in n.args)):
+                return True  # "{}".format(loss)
+            if depth == 0 and _calls_waiting_function(ctx, n):
+                return True
             if isinstance(func, ast.Attribute) and func.attr in ("block_until_ready", "item", "tolist"):
                 if func.attr == "block_until_ready" or ctx.kind(func.value) == "jax":
                     return True
@@ -208,6 +327,28 @@ def waits(ctx: Ctx, node: ast.AST) -> bool:
     return False
 
 
+def _calls_waiting_function(ctx: Ctx, call: ast.Call) -> bool:
+    """A module function (not traced) whose own statements wait for the device."""
+    a = ctx.analysis
+    if a.qualname(call.func) is not None or a.jit_info(call.func, ctx.scope) is not None:
+        return False
+    fn = a.resolve_def(call.func, ctx.scope)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    memo = ctx.memo.setdefault("function_waits", {})
+    if id(fn) not in memo:
+        memo[id(fn)] = False
+        scope = a.scopes.get(fn)
+        if scope is not None and not scope.traced:
+            saved, ctx.scope = ctx.scope, scope
+            try:
+                memo[id(fn)] = any(waits(ctx, st, 1) for st in fn.body
+                                   if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+            finally:
+                ctx.scope = saved
+    return memo[id(fn)]
+
+
 def _waited_before(ctx: Ctx, loop: ast.AST | None) -> bool:
     """An earlier statement of this iteration (same block, inside the loop) already waited:
     reading more values now copies them but stalls nothing."""
@@ -219,6 +360,8 @@ def _waited_before(ctx: Ctx, loop: ast.AST | None) -> bool:
     except ValueError:
         return False
     for parent, child in zip(stack[i:], stack[i + 1:]):
+        if isinstance(parent, ast.If) and child is not parent.test and reads_condition(ctx, parent.test):
+            return True  # in a branch of `if nbrs.did_buffer_overflow:` - the test already waited
         for name in ("body", "orelse", "finalbody"):
             block = getattr(parent, name, None)
             if isinstance(block, list) and child in block:

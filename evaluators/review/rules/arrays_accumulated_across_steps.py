@@ -5,8 +5,9 @@ What it does
     state update: the carried state itself (`x = step(x)`) or another output of that update
     (`w, grad = step(w, batch)`). Names that read as scalars (loss, accuracy, norm, ...) are
     not flagged: collecting device scalars and reading them once is the fix for per-step syncs.
-    Nor are values that start as scalars or visibly small arrays, and loops of a few literal
-    iterations.
+    Nor are values that start as scalars or visibly small arrays (a full reduction such as
+    `jnp.mean(x)`, the value of `jax.value_and_grad`), a `deque(maxlen=...)`, which keeps only
+    its last items, and loops of a few literal iterations.
 
 Why is this bad
     The list holds a reference to every step's buffer, so none of them can be freed: device
@@ -55,6 +56,8 @@ class ArraysAccumulatedAcrossSteps(Rule):
         if not (isinstance(func, ast.Attribute) and func.attr == "append"):
             return
         arg = node.args[0]
+        if _bounded(func.value, ctx):
+            return  # `deque(maxlen=k)`: it keeps the last k items, not every step's
         if (isinstance(arg, ast.Name) and ctx.kind(arg) == "jax"
                 and not any(h in arg.id.lower() for h in SCALAR_HINTS) and self._from_state_update(arg.id, ctx)
                 and not self._small(arg.id, ctx) and not not_per_step(ctx, sync=False)):
@@ -66,6 +69,10 @@ class ArraysAccumulatedAcrossSteps(Rule):
         loop = ctx.loops[-1]
         start = ast.Name(name, ast.Load(), lineno=loop.lineno, col_offset=loop.col_offset - 1)
         n = intent.element_count(start, ctx.analysis, ctx.scope)
+        if n is None:  # not bound before the loop: what the loop binds it to (`_, loss = step(s)`)
+            here = ctx.stack[-1]
+            now = ast.Name(name, ast.Load(), lineno=here.lineno, col_offset=here.col_offset)
+            n = intent.element_count(now, ctx.analysis, ctx.scope)
         return n is not None and n <= SMALL_ELEMENTS
 
     @staticmethod
@@ -93,6 +100,16 @@ class ArraysAccumulatedAcrossSteps(Rule):
             if any(_first_event(c, body) == "load" for c in (stored & loaded) - fresh):
                 return True
         return False
+
+
+def _bounded(container: ast.AST, ctx: Ctx) -> bool:
+    """A name bound to `collections.deque(..., maxlen=...)`."""
+    if not isinstance(container, ast.Name):
+        return False
+    b = ctx.analysis.resolve(container.id, ctx.scope, (container.lineno, container.col_offset))
+    return (b is not None and b.how == "assign" and isinstance(b.value, ast.Call)
+            and ctx.qualname(b.value.func) == "collections.deque"
+            and (len(b.value.args) > 1 or any(k.arg == "maxlen" for k in b.value.keywords)))
 
 
 def _names(node: ast.AST, ctx_type: type) -> set[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review.context import end_pos, pos
 from evaluators.review.rule import Ctx, Rule
 from evaluators.review.rules._util import (
     TRANSFER_WORDS, describe, enclosing_loop_of, jitted_call_args_in_host_loop, not_per_step,
@@ -54,7 +55,8 @@ class HostArrayToJitInLoop(Rule):
             arg = arg.value
         if isinstance(arg, (ast.Call, ast.List, ast.ListComp)):
             k = ctx.kind(arg)
-            return k == "np" or (k in ("list", "hostlist") and not isinstance(arg, ast.Call))
+            # A list of unknown items may hold device arrays: only host contents count.
+            return k == "np" or (k in ("hostlist", "scalars") and not isinstance(arg, ast.Call))
         base = arg
         while isinstance(base, ast.Subscript):
             base = base.value
@@ -63,8 +65,35 @@ class HostArrayToJitInLoop(Rule):
         loop = enclosing_loop_of(ctx, base.id)
         if loop is None:
             return False
-        # Built in the loop, or a loop target taken from a NumPy array or a host list.
-        return ctx.kind(arg) == "np"
+        # Built in the loop, or a loop target taken from a NumPy array or a host list; not data
+        # that only exists once the loop gets there (the next item of a stream, or host values
+        # computed from this loop's device results): there is nothing to transfer ahead.
+        return ctx.kind(arg) == "np" and not _made_during_loop(base, loop, ctx, 0)
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _made_during_loop(name: ast.Name, loop: ast.AST, ctx: Ctx, depth: int) -> bool:
+    """`name` holds the next item of an iterator (`next(it)`) or comes, through assignments in
+    the loop, from the result of a jitted call in the loop (`state = env.step(action)` after
+    `action = agent.step(...)`)."""
+    if depth > 4:
+        return False
+    a = ctx.analysis
+    start, end = pos(loop), end_pos(loop)
+    b = a.resolve(name.id, ctx.scope, pos(name))
+    if b is None or b.how != "assign" or b.value is None or not (start <= b.at <= end):
+        return False
+    for n in ast.walk(b.value):
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Name) and n.func.id == "next" and a.is_builtin(n.func, ctx.scope):
+                return True
+            if ctx.jit_info(n.func) is not None:
+                return True
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and _made_during_loop(n, loop, ctx, depth + 1):
+            return True
+    return False
 
 
 RULE = HostArrayToJitInLoop()

@@ -9,7 +9,9 @@ Why is this bad
     The step cannot start until its batch has crossed to the device, and the next batch is
     only transferred when Python gets to the next call: transfer and compute take turns
     instead of overlapping. Information only: on CPU there is nothing to overlap. Not flagged
-    for loops of a few literal iterations or under a CPU default device (host-side batching).
+    for loops of a few literal iterations, under a CPU default device (host-side batching), or
+    over data already on the device (a `jnp` array, also through a progress-bar wrapper, or a
+    generator of this module yielding slices of one).
 
 Example
     for batch in loader:
@@ -43,7 +45,7 @@ class HostBatchWithoutPrefetch(Rule):
     requires = ('jit', 'pmap')
 
     def check(self, node: ast.For, ctx: Ctx) -> None:
-        if ctx.scope.traced or ctx.kind(node.iter) is not None:
+        if ctx.scope.traced or ctx.kind(node.iter) is not None or _device_source(node.iter, ctx, 0):
             return
         if intent.small_loop(node, ctx.analysis, ctx.scope) or any(
                 isinstance(n, ast.With) and intent.cpu_device_block(n) for n in ctx.stack):
@@ -73,6 +75,30 @@ class HostBatchWithoutPrefetch(Rule):
                     called = n
         if called is not None:
             ctx.report(self, node, source=describe(node.iter), func=describe(called.func))
+
+
+def _device_source(expr: ast.AST, ctx: Ctx, depth: int) -> bool:
+    """The batches already live on the device: the iterable, or what a wrapper around it
+    (`ProgressIter(enumerate(xs), n)`, `tqdm(...)`) is given, is a device array, or it is a
+    generator of this module whose `yield`s are device arrays (slices of a `jnp` array)."""
+    if depth > 4:
+        return False
+    if ctx.kind(expr) == "jax":
+        return True
+    if not isinstance(expr, ast.Call):
+        return False
+    fn = ctx.analysis.resolve_def(expr.func, ctx.scope)
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _yields_device_arrays(fn, ctx):
+        return True
+    return any(_device_source(a, ctx, depth + 1) for a in expr.args)
+
+
+def _yields_device_arrays(fn: ast.AST, ctx: Ctx) -> bool:
+    scope = ctx.analysis.scopes.get(fn)
+    if scope is None:
+        return False
+    yields = [n for n in ast.walk(fn) if isinstance(n, ast.Yield) and n.value is not None]
+    return bool(yields) and all(ctx.analysis.kind(y.value, scope) == "jax" for y in yields)
 
 
 RULE = HostBatchWithoutPrefetch()

@@ -7,10 +7,14 @@ What it does
 Why is this bad
     JAX dispatches work asynchronously. Reading a value on the host waits for every queued
     operation and copies the result device->host, so the host stops feeding the device once
-    per iteration. Inside `if step % N == 0:` the read is periodic and not flagged; so are
-    loops of a few literal iterations, per-epoch loops, loops that queue no device work, and
-    reads after the iteration already waited. A function that a loop calls on every step is
-    checked as part of that loop (one level).
+    per iteration. Inside `if step % N == 0:` the read is periodic and not flagged, also when
+    the guard wraps a short inner loop (two eval splits, a comprehension over a metrics dict);
+    so are loops of a few iterations (literals, or names bound to them), per-epoch loops
+    (`for epoch in ...`, `range(num_epochs)`), loops that queue no device work, loops that only
+    walk the elements of finished device results, and reads after the iteration already waited
+    (an earlier host read, an `if` on a device value around or before it, a module function
+    that reads). A function that a loop calls on every step is checked as part of that loop
+    (one level).
 
 Example
     for batch in batches:

@@ -7,7 +7,10 @@ What it does
     bound method (`self.step`, `obj.method`), or a function defined inside the loop.
     Re-wrapping the same function object (a module function, a staticmethod, a module
     attribute such as `jnp.linalg.svd`) is not flagged, nor is `jax.jit(f).lower(...)`, which
-    compiles on purpose.
+    compiles on purpose. Nor is a jit whose options change every iteration
+    (`out_shardings=shardings[name]` for each layer group): each iteration needs its own
+    compilation whatever function it wraps (measured on jax 0.10.2: the same function with 3
+    distinct `out_shardings` compiled 3 times; `claims/jm301_options_per_iteration.py`).
 
 Why is this bad
     The jit cache is keyed on the function object. A new lambda, partial or bound method is a
@@ -34,6 +37,7 @@ import ast
 from evaluators.review import intent
 from evaluators.review.context import TRACING_NAMES, end_pos, pos
 from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import loop_bound
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
 
@@ -61,6 +65,8 @@ class JitCreatedInLoop(Rule):
             if isinstance(parent, ast.Attribute) and parent.attr in AOT:
                 return  # jax.jit(f).lower(...): ahead-of-time compilation, one per shape, on purpose
             info, wrapped = made
+            if self._options_change(node, ctx):
+                return  # `out_shardings=shardings[name]` per iteration: each one compiles anyway
             what = self._fresh(wrapped, ctx)
             if what:
                 ctx.report(self, node, maker=_short(info.maker), what=what)
@@ -104,6 +110,16 @@ class JitCreatedInLoop(Rule):
                 inner = self._fresh(b.value, ctx) if isinstance(b.value, (ast.Lambda, ast.Call)) else None
                 return f"`{wrapped.id}` ({inner} made inside the loop)" if inner else None
         return None
+
+    @staticmethod
+    def _options_change(node: ast.Call, ctx: Ctx) -> bool:
+        """A jit option (`out_shardings`, `static_argnums`, ...) takes a value bound in the loop:
+        every iteration asks for a differently compiled program, whatever function it wraps."""
+        bound = set()
+        for loop in ctx.loops:
+            bound |= loop_bound(ctx, loop)
+        return any(isinstance(n, ast.Name) and n.id in bound for kw in node.keywords if kw.arg
+                   for n in ast.walk(kw.value))
 
     @staticmethod
     def _in_loop(at: tuple[int, int], ctx: Ctx) -> bool:

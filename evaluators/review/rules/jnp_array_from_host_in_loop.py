@@ -2,7 +2,8 @@
 
 What it does
     Flags `jnp.array(...)` / `jnp.asarray(...)` of host data (a NumPy array, a list, a Python
-    scalar) inside an eagerly running Python loop, and `jax.device_put` of the items of a host
+    scalar) inside an eagerly running Python loop (not a literal of a few Python numbers, not
+    under `if step % N == 0:`), and `jax.device_put` of the items of a host
     list or NumPy array one at a time (`[jax.device_put(x) for x in examples]`).
 
 Why is this bad
@@ -25,7 +26,7 @@ import ast
 
 from evaluators.review.rule import Ctx, Rule
 from evaluators.review import intent
-from evaluators.review.rules._util import TRANSFER_WORDS, describe, loop_targets, not_per_step
+from evaluators.review.rules._util import TRANSFER_WORDS, describe, loop_targets, not_per_step, under_periodic_guard
 
 CONVERTERS = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
 PUT = "jax.device_put"
@@ -52,9 +53,9 @@ class JnpArrayFromHostInLoop(Rule):
             k = ctx.kind(arg)
             # A list of unknown contents may hold device arrays (stacking them is no transfer);
             # a literal list written here is host data.
-            if _all_constants(arg):
-                return  # `jnp.array([[0]])`: a small literal; the cost is noise next to the call
-            if k in ("np", "hostlist", "scalar") or (k == "list" and isinstance(arg, (ast.List, ast.ListComp))):
+            if _all_constants(arg) or _small_literal_of_scalars(arg, ctx):
+                return  # `jnp.array([[dx, dy, dz]])`: a few Python numbers; the cost is noise next to the call
+            if k in ("np", "hostlist", "scalar", "scalars") or (k == "list" and isinstance(arg, (ast.List, ast.ListComp))):
                 if not self._skip(ctx):
                     ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg))
         elif q == PUT and isinstance(arg, ast.Name) and arg.id in loop_targets(ctx.loops[-1]) and ctx.kind(arg) == "np":
@@ -65,7 +66,7 @@ class JnpArrayFromHostInLoop(Rule):
 
     @staticmethod
     def _skip(ctx: Ctx) -> bool:
-        return not_per_step(ctx, TRANSFER_WORDS, sync=False) or _feeds_batches(ctx)
+        return under_periodic_guard(ctx) or not_per_step(ctx, TRANSFER_WORDS, sync=False) or _feeds_batches(ctx)
 
 
 def _feeds_batches(ctx: Ctx) -> bool:
@@ -88,6 +89,26 @@ def _own_nodes(fn: ast.AST):
         yield n
         if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(n))
+
+
+SMALL_LITERAL = 16  # Python numbers in one literal
+
+
+def _small_literal_of_scalars(node: ast.AST, ctx: Ctx) -> bool:
+    """A literal list/tuple of at most SMALL_LITERAL Python numbers: constants or names holding
+    numbers (`[[dx, dy, dz]]` with loop counters)."""
+    leaves: list[ast.AST] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.List, ast.Tuple)):
+            stack.extend(n.elts)
+        else:
+            leaves.append(n)
+        if len(leaves) > SMALL_LITERAL:
+            return False
+    return isinstance(node, (ast.List, ast.Tuple)) and bool(leaves) and all(
+        _all_constants(x) or ctx.kind(x) == "scalar" for x in leaves)
 
 
 def _all_constants(node: ast.AST) -> bool:

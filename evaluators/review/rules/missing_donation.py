@@ -8,7 +8,7 @@ What it does
     counters (`key`, `rng`, `step`, ...), values that are not arrays or are small where the
     source shows their size (scalars, `np.zeros(40)`), a graphdef from `nnx.split`, old values
     the loop keeps in whole or in part (`history.append(state)`, `rollout.append(state.frame)`:
-    donating would delete live buffers), loops of a
+    donating would delete live buffers), updates under `if step % N == 0:`, loops of a
     few literal iterations unless the state is visibly large, and benchmarks.
 
 Why is this bad
@@ -36,6 +36,7 @@ import ast
 
 from evaluators.review import intent
 from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._util import under_periodic_guard
 
 
 def target_names(targets: list[ast.AST]) -> set[str]:
@@ -68,6 +69,8 @@ class MissingDonation(Rule):
         info = ctx.jit_info(call.func)
         if info is None or not info.donation_known or intent.benchmark_function(ctx.scope, ctx.analysis):
             return
+        if under_periodic_guard(ctx):
+            return  # `if step % 1000 == 0: avg = refresh(avg)`: the extra copy lives every N-th step
         static = info.static_positions()
         names = target_names(node.targets)
         params = info.params or ()
@@ -121,7 +124,7 @@ class MissingDonation(Rule):
             return False
         if short and (size is None or size < LARGE_ELEMENTS):
             return False  # a demo loop of a few steps: the extra copy lives a few steps
-        return not self._kept(arg.id, loop) and not self._kept_from_before(arg.id, loop, ctx)
+        return not self._kept(arg.id, loop, ctx) and not self._kept_from_before(arg.id, loop, ctx)
 
     @staticmethod
     def _kept_from_before(name: str, loop: ast.AST, ctx: Ctx) -> bool:
@@ -138,10 +141,11 @@ class MissingDonation(Rule):
         return False
 
     @staticmethod
-    def _kept(name: str, loop: ast.AST) -> bool:
+    def _kept(name: str, loop: ast.AST, ctx: Ctx) -> bool:
         """The loop keeps the old value somewhere (a list, a dict, another name, a yield)."""
         for n in ast.walk(loop):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in KEEPERS:
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in KEEPERS
+                    and ctx.jit_info(n.func) is None):  # `gan.update(rng, state, batch)` is the step itself
                 if any(_mentions(a, name) for a in [*n.args, *(k.value for k in n.keywords)]):
                     return True
             elif isinstance(n, (ast.Yield, ast.YieldFrom)) and n.value is not None and _mentions(n.value, name):

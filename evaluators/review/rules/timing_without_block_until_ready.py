@@ -8,8 +8,9 @@ What it does
     timer is read), a module function that does one, and calls into code the reviewer cannot
     see that are given device values or whose results are kept. When the region does wait, it still
     flags (info) a region holding the first call of a jitted function, unless the function ran
-    earlier in that scope or the region is timed again on every iteration of a loop: the
-    timing then includes tracing and compilation.
+    earlier in that scope, the region is timed again on every iteration of a loop, or the timer
+    is started again inside the region (after the first, compiling, call): the timing then
+    includes tracing and compilation.
 
 Why is this bad
     JAX returns from a call as soon as the work is queued. Without waiting, the timer measures
@@ -86,12 +87,23 @@ class TimingWithoutBlockUntilReady(Rule):
                     continue
                 if ctx.loops:
                     continue  # timed on every iteration: only the first includes compilation
+                if self._reset_inside(body[start + 1:i], name, ctx):
+                    continue  # `t0 = time.time()` again after the first batch: compilation is out
                 warmed = self._warmed(body[start], ctx)
                 first = next((f for f in jitted if f not in warmed), None)
                 if first:
                     # Information only: a training script timing its whole run may want compilation in.
                     ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix,
                                severity="info", func=first)
+
+    def _reset_inside(self, stmts: list[ast.stmt], name: str, ctx: Ctx) -> bool:
+        """The timer is started again inside the region (in a loop or branch)."""
+        for stmt in stmts:
+            for n in ast.walk(stmt):
+                if (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                        and self._is_timer(n.value, ctx)):
+                    return True
+        return False
 
     @staticmethod
     def _warmed(start: ast.stmt, ctx: Ctx) -> set[str]:
