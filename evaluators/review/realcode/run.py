@@ -17,6 +17,11 @@ A second held-out part, "held-out 2", holds the repositories whose manifest entr
 `split: "heldout2"`: added after the round-1 precision work and read once, unseen
 (baseline-round1.txt). Round 2 then developed on them too, so their row is no longer an unbiased
 estimate. They take no part in the smallest-two rule, and `--split dev` leaves them out.
+
+A third held-out part, "held-out 3", holds the repositories whose manifest entry says
+`split: "heldout3"`: added after round 2 and labelled once, unseen, on the round-2 reviewer; no rule
+was tuned on them. Like held-out 2 they take no part in the smallest-two rule, `--split dev` leaves
+them out, and they have their own row.
 """
 from __future__ import annotations
 
@@ -59,6 +64,7 @@ HELD_OUT_COUNT = 2
 
 
 HELD_OUT_2 = "held-out 2"  # manifest entries with `split: "heldout2"`
+HELD_OUT_3 = "held-out 3"  # manifest entries with `split: "heldout3"`
 
 
 def _manifest_entries() -> dict[str, dict]:
@@ -79,7 +85,7 @@ def _manifest_entries() -> dict[str, dict]:
 
 def held_out() -> frozenset[str]:
     """Folder names of the held-out repositories: the two smallest by vendored_bytes among those
-    without a `split` field (the held-out 2 repositories are apart)."""
+    without a `split` field (the held-out 2 and held-out 3 repositories are apart)."""
     sizes = {d: e["bytes"] for d, e in _manifest_entries().items() if "split" not in e and "bytes" in e}
     return frozenset(sorted(sizes, key=lambda d: (sizes[d], d))[:HELD_OUT_COUNT])
 
@@ -89,8 +95,16 @@ def held_out_2() -> frozenset[str]:
     return frozenset(d for d, e in _manifest_entries().items() if e.get("split") == "heldout2")
 
 
-def split_of(rel: str, held: frozenset[str], held2: frozenset[str] = frozenset()) -> str:
+def held_out_3() -> frozenset[str]:
+    """Folder names of the repositories marked `split: "heldout3"` in manifest.yaml."""
+    return frozenset(d for d, e in _manifest_entries().items() if e.get("split") == "heldout3")
+
+
+def split_of(rel: str, held: frozenset[str], held2: frozenset[str] = frozenset(),
+             held3: frozenset[str] = frozenset()) -> str:
     top = rel.split("/", 1)[0]
+    if top in held3:
+        return HELD_OUT_3
     if top in held2:
         return HELD_OUT_2
     return "held-out" if top in held else "dev"
@@ -120,8 +134,8 @@ def precision(counts: Counter) -> float | None:
 
 def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
     """`split`: "all" (every repository, with dev and held-out summary rows) or "dev"."""
-    held, held2 = held_out(), held_out_2()
-    keep = (lambda rel: True) if split == "all" else (lambda rel: split_of(rel, held, held2) == split)
+    held, held2, held3 = held_out(), held_out_2(), held_out_3()
+    keep = (lambda rel: True) if split == "all" else (lambda rel: split_of(rel, held, held2, held3) == split)
     labels = {key(x["path"], x.get("cell"), x["line"], x["code"]): x
               for x in load_items(HERE / "labels.yaml") if keep(x["path"])}
     cases = [c for c in load_items(HERE / "recall.yaml") if keep(c["path"])]
@@ -146,10 +160,10 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
         where = "test" if is_test(rel) else "non-test"
         if label is None:
             unlabeled.append({"path": rel, "cell": f.cell, "line": f.line, "code": f.code, "message": f.message})
-            by_split[split_of(rel, held, held2)][where]["unlabeled"] += 1
+            by_split[split_of(rel, held, held2, held3)][where]["unlabeled"] += 1
             continue
         table[f.code][where][label["label"]] += 1
-        by_split[split_of(rel, held, held2)][where][label["label"]] += 1
+        by_split[split_of(rel, held, held2, held3)][where][label["label"]] += 1
     stale = [{"path": k[0], "cell": k[1], "line": k[2], "code": k[3]} for k in labels if k not in seen]
     rows = []
     totals = {"non-test": Counter(), "test": Counter()}
@@ -175,11 +189,11 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
                             "codes": c["codes"], "found": bool(hits)})
     found = sum(r["found"] for r in recall_rows)
     splits = {}
-    for name in ("dev", "held-out", HELD_OUT_2) if split == "all" else (split,):
-        rows_here = [r for r in recall_rows if split_of(r["path"], held, held2) == name]
+    for name in ("dev", "held-out", HELD_OUT_2, HELD_OUT_3) if split == "all" else (split,):
+        rows_here = [r for r in recall_rows if split_of(r["path"], held, held2, held3) == name]
         nt, te = by_split[name]["non-test"], by_split[name]["test"]
         splits[name] = {
-            "repos": sorted(p.name for p in repos() if split_of(p.name + "/", held, held2) == name),
+            "repos": sorted(p.name for p in repos() if split_of(p.name + "/", held, held2, held3) == name),
             "non-test": {**{lab: nt[lab] for lab in LABELS}, "precision": precision(nt), "unlabeled": nt["unlabeled"]},
             "test_findings": sum(te.values()),
             "recall": {"found": sum(r["found"] for r in rows_here), "cases": len(rows_here)},
@@ -196,7 +210,8 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
 
     return {
         "repos": [p.name for p in repos() if keep(p.name + "/")], "files": files, "findings": len(findings),
-        "split": split, "held_out": sorted(held), "held_out_2": sorted(held2), "splits": splits,
+        "split": split, "held_out": sorted(held), "held_out_2": sorted(held2),
+        "held_out_3": sorted(held3), "splits": splits,
         "by_rule": rows, "overall": overall,
         "recall": {"found": found, "cases": len(recall_rows),
                    "recall": round(found / len(recall_rows), 3) if recall_rows else None, "rows": recall_rows},
@@ -229,8 +244,8 @@ def render(r: dict) -> str:
         out.append(line(row["code"], row))
     out.append("-" * len(head))
     out.append(line("all", r["overall"]))
-    out += ["", f"By split (held out: {', '.join(r['held_out'])}; held-out 2: manifest `split: heldout2`;"
-            " non-test precision, test-file findings, recall):"]
+    out += ["", f"By split (held out: {', '.join(r['held_out'])}; held-out 2 / held-out 3: manifest"
+            " `split: heldout2` / `split: heldout3`; non-test precision, test-file findings, recall):"]
     for name, sp in r["splits"].items():
         nt, rc_ = sp["non-test"], sp["recall"]
         p = "-" if nt["precision"] is None else f"{nt['precision']:.2f}"
@@ -246,6 +261,15 @@ def render(r: dict) -> str:
                    f" baseline-round1.txt) ({', '.join(h2['repos'])}):"
                    f" precision {p} (TP {nt['TP']}, FP {nt['FP']}; debatable {nt['debatable']} apart),"
                    f" recall {rec} ({rc_['found']}/{rc_['cases']})")
+    h3 = r["splits"].get(HELD_OUT_3)
+    if h3 and h3["repos"]:
+        nt, rc_ = h3["non-test"], h3["recall"]
+        p = "-" if nt["precision"] is None else f"{nt['precision']:.2f}"
+        rec = "-" if not rc_["cases"] else f"{rc_['found'] / rc_['cases']:.2f}"
+        out.append(f"  held-out 3, unseen: labelled once on the round-2 reviewer, no rule tuned on it"
+                   f" ({', '.join(h3['repos'])}):"
+                   f" precision {p} (TP {nt['TP']}, FP {nt['FP']}; debatable {nt['debatable']} apart),"
+                   f" test-file findings {h3['test_findings']}, recall {rec} ({rc_['found']}/{rc_['cases']})")
     rc = r["recall"]
     out += ["", f"Recall over recall.yaml: {rc['found']}/{rc['cases']}"
             + ("" if rc["recall"] is None else f" = {rc['recall']:.2f}")]
