@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from sqlalchemy import JSON, Column, Index, MetaData, String, Table, Text, create_engine, event
+from sqlalchemy import JSON, Column, Index, MetaData, String, Table, Text, create_engine, event, text
 from sqlalchemy.engine import Engine
 
 from ingest.config import Settings
@@ -48,6 +48,7 @@ evidence = Table(
 )
 
 _MIGRATIONS = Path(__file__).with_name("migrations")
+_MIGRATION_LOCK = 0x6A61786D656D  # "jaxmem": the advisory lock id the migration holds
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
 
@@ -87,6 +88,10 @@ def _migrated(eng: Engine) -> Engine:
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     try:
         with eng.begin() as con:
+            if eng.dialect.name == "postgresql":
+                # Replicas starting together: one migrates, the others wait for its commit and then
+                # find the schema at head (PostgreSQL's DDL is transactional).
+                con.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
             cfg.attributes["connection"] = con
             command.upgrade(cfg, "head")
     except Exception as exc:  # a server that is down, a URL that is wrong, a driver that is missing

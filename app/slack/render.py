@@ -78,6 +78,11 @@ def answer_messages(ans: Answer, answer_id: str, asker: str | None = None) -> li
 
         if ans.more:  # the whole card is a link: a thread is no place for a thousand words
             tail.append(context(f":page_facing_up: {link(ans.citations[0].url, label(lang, 'whole_card'))}"))
+        ev = ans.citations[0].evidence
+        machines = (ev.get("all_machines") or [ev.get("summary") or ""]) if ev else []
+        if any(machines):  # what the verifier measured for the main card, per machine kind
+            tail.append(context(f":test_tube: *{label(lang, 'evidence')}*: "
+                                + "\n".join(escape(m) for m in machines if m)))
         links = " · ".join(f"{link(c.url, c.title)} ({c.language})" for c in ans.citations)
         tail.append(context(f":books: *{label(lang, 'sources')}*: {links}"))
     tail.append(feedback_block(lang, answer_id, ans.question, [c.card for c in ans.citations] or ans.closest))

@@ -25,7 +25,8 @@ def pair_topics() -> set[str]:
 def section(topic: str, stored, key: str) -> None:
     """Evidence for one cited card: this session's run if any, else the stored Evidence."""
     runs = st.session_state.setdefault("verified", {})
-    if topic in pair_topics() and st.button("Verify on this machine", key=key, icon=":material/science:"):
+    where = "on the cluster" if shared.services().settings.ray_address else "on this machine"
+    if topic in pair_topics() and st.button(f"Verify {where}", key=key, icon=":material/science:"):
         evidence = _run(topic)
         if evidence is not None:
             runs[topic] = evidence
@@ -33,7 +34,7 @@ def section(topic: str, stored, key: str) -> None:
     if evidence:
         show_record(evidence)
     elif topic in pair_topics():
-        st.caption("No stored evidence for this card yet: verify it on this machine.")
+        st.caption(f"No stored evidence for this card yet: verify it {where}.")
 
 
 def _run(topic: str):

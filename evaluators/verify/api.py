@@ -132,7 +132,9 @@ def evidence_summaries(topic: str, settings: Settings | None = None) -> list[str
     best: dict[tuple, dict] = {}
     for r in sorted(records_for(topic, settings), key=lambda r: r["origin"] != RUN):
         best.setdefault((r.get("backend"), r.get("device_kind")), r)
-    return [f"{summary(r)} [{r['origin']}, {str(r.get('date', ''))[:10]}]" for r in best.values()]
+    return [f"{summary(r)} [{r['origin']}, {str(r.get('date', ''))[:10]}"
+            + (f", ran on {r['node']}" if r.get("origin") == RUN and r.get("node") else "") + "]"
+            for r in best.values()]
 
 
 def options(settings: Settings) -> dict:

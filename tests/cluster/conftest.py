@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,12 +65,20 @@ def ray_cluster(tmp_path_factory):
     _ray("stop", "--force", env=env)
 
 
+@dataclass
+class Postgres:
+    url: str
+    restart: object  # () -> None: stop the server and start it again on the same data directory
+
+
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory):
-    """A throwaway PostgreSQL server; yields its SQLAlchemy URL."""
+    """A throwaway PostgreSQL server; yields its URL and a way to restart it."""
     if PG_BIN is None or not (PG_BIN / "initdb").exists():
         pytest.fail("PostgreSQL is missing: run scripts/install-system-packages.sh (Debian's postgresql)")
-    root = tmp_path_factory.mktemp("pg")
+    # Not under pytest's temp folder: that is private to the user running the tests, and the server
+    # may have to run as another one.
+    root = Path(tempfile.mkdtemp(prefix="jaxmem-pg-"))
     data, port = root / "data", free_port()
     as_user: list[str] = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root
@@ -79,12 +88,19 @@ def postgres(tmp_path_factory):
     def run(*cmd):
         proc = subprocess.run([*as_user, *cmd], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+    def start():
+        run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {root} -h 127.0.0.1 -c fsync=off",
+            "-l", str(root / "log"), "-w", "start")
+
+    def restart():
+        run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
+        start()
     t = time.monotonic()
     run(str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "jaxmem", "--no-sync")
-    run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {root} -h 127.0.0.1 -c fsync=off",
-        "-l", str(root / "log"), "-w", "start")
+    start()
     run(str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "jaxmem", "jaxmem")
     print(f"\n[cluster] PostgreSQL {PG_BIN.parent.name} on 127.0.0.1:{port} started in {time.monotonic() - t:.1f} s")
-    yield f"postgresql+psycopg://jaxmem@127.0.0.1:{port}/jaxmem"
+    yield Postgres(f"postgresql+psycopg://jaxmem@127.0.0.1:{port}/jaxmem", restart)
     subprocess.run([*as_user, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
                    capture_output=True, timeout=60)
+    shutil.rmtree(root, ignore_errors=True)
