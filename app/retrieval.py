@@ -6,8 +6,6 @@ cross-lingual questions), so it is fused only for card languages; `jaxmem eval` 
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,12 +15,15 @@ from typing import Literal
 
 import numpy as np
 
+from app import stamped
+from app.intent import Intent
 from ingest.store import Hit, Store
 
 Mode = Literal["dense", "lexical", "hybrid"]
 RRF_K = 60
 LEXICAL_WEIGHT = 0.5  # dense is the stronger signal (eval: `jaxmem eval` compares the modes)
-QUESTION_WEIGHT = 1.0  # the cards' stored questions, a ranking of their own (see README: Measured)
+QUESTION_WEIGHT = 2.0  # the cards' stored questions, a ranking of their own (see README: Measured)
+INTENT_WEIGHT = 2.0  # the question classifier's ranking of cards (app/intent.py), fused per card
 # Chunks per search: card text, card questions, community seeds, out-of-scope anchors. Each kind has
 # its own collection (no metadata filter) and the four searches run at once.
 DEPTHS = {"text": 40, "questions": 40, "seeds": 5, "scope": 1}
@@ -60,6 +61,9 @@ class SearchResult:
     scope_question: float = 0.0
     scope_question_id: str = ""
     card_question: float = 0.0
+    # The question classifier's best out-of-scope area score minus its best card score (-inf without one)
+    intent_scope: float = float("-inf")
+    intent_scope_id: str = ""
 
 
 class Lexical:
@@ -108,31 +112,21 @@ class Lexical:
         top = np.argsort(-scores)[:k]
         return [Hit(self.chunks[i].id, "", self.chunks[i].metadata, float(scores[i])) for i in top if scores[i] > 0]
 
-    # A cold `jaxmem ask` spent 0.5 s fetching every chunk from Chroma and tokenising it; the built
-    # index is saved next to the store, stamped with the corpus fingerprint of the ingest it reflects.
+    # A cold `jaxmem ask` spent 0.5 s fetching every chunk from Chroma and tokenising it.
     def save(self, path: Path, stamp: str) -> None:
         m = self.matrix
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        meta = json.dumps({"stamp": stamp, "vocab": list(self.vocab),
-                           "chunks": [[c.id, c.metadata] for c in self.chunks]}, ensure_ascii=False)
-        with open(tmp, "wb") as f:
-            np.savez(f, meta=np.frombuffer(meta.encode("utf-8"), dtype=np.uint8), data=m.data, indices=m.indices,
-                     indptr=m.indptr, shape=np.array(m.shape))
-        os.replace(tmp, path)
+        stamped.save(path, stamp, {"vocab": list(self.vocab), "chunks": [[c.id, c.metadata] for c in self.chunks]},
+                     {"data": m.data, "indices": m.indices, "indptr": m.indptr, "shape": np.array(m.shape)})
 
     @classmethod
     def load(cls, path: Path, stamp: str) -> "Lexical | None":
         from scipy.sparse import csc_matrix
 
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(z["meta"].tobytes().decode("utf-8"))
-                if meta.get("stamp") != stamp:
-                    return None
-                matrix = csc_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
-        except (OSError, ValueError, KeyError):
+        got = stamped.load(path, stamp)
+        if got is None:
             return None
+        meta, z = got
+        matrix = csc_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
         vocab = {t: i for i, t in enumerate(meta["vocab"])}
         return cls([Hit(i, "", m, 0.0) for i, m in meta["chunks"]], vocab=vocab, matrix=matrix)
 
@@ -141,24 +135,45 @@ class Retriever:
     def __init__(self, store: Store, embeddings, card_languages: set[str]):
         self.store, self.embeddings, self.card_languages = store, embeddings, card_languages
         self._lexical: Lexical | None = None
+        self._intent: Intent | None = None
+
+    def _derived(self, name: str, load, build):
+        """An index derived from the store: from its stamped file when that reflects this ingest,
+        else built and saved."""
+        stamp = self.store.fingerprint()
+        path = self.store.settings.data_dir / name
+        index = load(path, stamp) if stamp else None
+        if index is None:
+            index = build()
+            # An index without a fingerprint is mid-sync, and one whose fingerprint changed while we
+            # read it was synced meanwhile: keep neither.
+            if stamp and self.store.fingerprint() == stamp:
+                try:
+                    index.save(path, stamp)
+                except OSError:
+                    pass  # a read-only data dir only costs the next cold start the rebuild
+        return index
 
     @property
     def lexical(self) -> Lexical:
         if self._lexical is None:
-            stamp = self.store.fingerprint()
-            path = self.store.settings.data_dir / "lexical.npz"
-            lexical = Lexical.load(path, stamp) if stamp else None
-            if lexical is None:
-                lexical = Lexical(self.store.all_chunks(kinds=("text", "questions")))
-                # An index without a fingerprint is mid-sync, and one whose fingerprint changed while we
-                # read it was synced meanwhile: keep neither.
-                if stamp and self.store.fingerprint() == stamp:
-                    try:
-                        lexical.save(path, stamp)
-                    except OSError:
-                        pass  # a read-only data dir only costs the next cold start 0.5 s
-            self._lexical = lexical
+            self._lexical = self._derived("lexical.npz", Lexical.load,
+                                          lambda: Lexical(self.store.all_chunks(kinds=("text", "questions"))))
         return self._lexical
+
+    @property
+    def intent(self) -> Intent | None:
+        """The question classifier (None when the index holds no stored questions)."""
+        if self._intent is None:
+            self._intent = self._derived("intent.npz", Intent.load, self._fit_intent)
+        return self._intent if self._intent.classes else None
+
+    def _fit_intent(self) -> Intent:
+        asked = self.store.all_chunks(kinds=("questions",), embeddings=True)
+        if not asked:
+            return Intent([], np.zeros((0, 0), dtype=np.float32))
+        return Intent.fit(np.array([h.embedding for h in asked], dtype=np.float32),
+                          [h.metadata["card"] for h in asked])
 
     @cached_property
     def _pool(self) -> ThreadPoolExecutor:
@@ -183,8 +198,10 @@ class Retriever:
         scope_q, scope_q_id, card_q = 0.0, "", 0.0
         prose: list[Hit] = []
         asked: list[Hit] = []
+        vector = None
         if mode != "lexical":
-            found = self.dense(self.embeddings.embed_query(query), depth)
+            vector = self.embeddings.embed_query(query)
+            found = self.dense(vector, depth)
             prose, seeds = found["text"], found["seeds"]
             if found["scope"]:
                 scope, scope_id = found["scope"][0].score, found["scope"][0].metadata.get("card", "")
@@ -220,5 +237,19 @@ class Retriever:
             ch.chunks.append(hit)
             ch.langs.add(hit.metadata["lang"])
         ranked = sorted(cards.values(), key=lambda c: -c.score)
+        intent_scope, intent_scope_id = float("-inf"), ""
+        intent = self.intent if vector is not None else None
+        if intent is not None:
+            # Second fusion, per card: the ranking above and the classifier's ranking of all cards.
+            # A card only the classifier proposes enters without chunks (its summary answers).
+            fused_cards = {c.card: 1.0 / (RRF_K + rank) for rank, c in enumerate(ranked)}
+            for rank, topic in enumerate(intent.topics(vector)):
+                fused_cards[topic] = fused_cards.get(topic, 0.0) + INTENT_WEIGHT / (RRF_K + rank)
+                cards.setdefault(topic, CardHit(topic, 0.0, best_dense.get(topic, 0.0)))
+            for topic, score in fused_cards.items():
+                cards[topic].score = score
+            ranked = sorted(cards.values(), key=lambda c: -c.score)
+            intent_scope, intent_scope_id = intent.scope_margin(vector)
         return SearchResult(ranked[:k], seeds, scope, scope_id, similarity=prose[0].score if prose else 0.0,
-                            scope_question=scope_q, scope_question_id=scope_q_id, card_question=card_q)
+                            scope_question=scope_q, scope_question_id=scope_q_id, card_question=card_q,
+                            intent_scope=intent_scope, intent_scope_id=intent_scope_id)
