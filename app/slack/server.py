@@ -59,9 +59,14 @@ def make_server(app: App, host: str, port: int) -> ThreadingHTTPServer:
             self.end_headers()
             self.wfile.write(data)
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    class Server(ThreadingHTTPServer):
+        # The standard library's listen backlog is 5: under a burst of events (a busy workspace,
+        # Slack's retries) the kernel drops the rest of the SYNs and clients wait seconds to
+        # reconnect, past Slack's 3-second ack. A production server keeps a deeper queue.
+        request_queue_size = 128
+        daemon_threads = True
+
+    return Server((host, port), Handler)
 
 
 def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:

@@ -198,10 +198,10 @@ def extract_code_blocks(text: str) -> list[str]:
 
 
 def _parses(src: str) -> bool:
-    import ast
+    from evaluators.review.engine import parse
 
     try:
-        ast.parse(src)
+        parse(src)
     except (SyntaxError, ValueError):
         return False
     return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable
 
 from evaluators.review import context, intent
@@ -178,13 +179,23 @@ def _is_suppressed(f: Finding, marks: dict[int, set[str] | None]) -> bool:
     return codes is None or any(f.code.startswith(c) for c in codes)
 
 
+def parse(source: str, path: str = "<unknown>") -> ast.Module:
+    """ast.parse without the compiler's SyntaxWarnings ("invalid escape sequence", "is" with a
+    literal): they are about the reviewed code, would go to the reviewer's stderr, and are not
+    what the user asked for."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source, filename=path)
+
+
 def check_source(source: str, path: str, rules: Iterable[Rule],
                  card_url: Callable[[str], str], notes: list[Note] | None = None) -> list[Finding]:
     """Findings for one module's source. A syntax error becomes one JM001 finding; syntax that
     only a newer Python parses becomes a note in `notes` (or, without a list, an info JM001)."""
     lines = source.splitlines()
     try:
-        tree = ast.parse(source, filename=path)
+        tree = parse(source, path)
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
         newer = newer_syntax(exc, lines)
         if newer is not None and notes is not None:

@@ -43,10 +43,13 @@ _AUTOMAGIC = re.compile(r"^(\s*)([A-Za-z_]\w*)(\s+\S.*)?$")
 _HELP = re.compile(r"^(\s*)[\w.\[\]()]+\?{1,2}\s*$")
 
 
-def _cell_lines(cell: dict) -> list[str]:
+def _cell_lines(cell: dict, number: int) -> list[str]:
     src = cell.get("source", "")
-    text = "".join(src) if isinstance(src, list) else str(src)
-    return text.splitlines()
+    if isinstance(src, list) and all(isinstance(part, str) for part in src):
+        return "".join(src).splitlines()
+    if isinstance(src, str):
+        return src.splitlines()
+    raise NotebookError(f"cell {number}: 'source' is neither text nor a list of lines: not an nbformat 4 notebook")
 
 
 def _blank_magics(lines: list[str]) -> list[str]:
@@ -110,7 +113,7 @@ def load(text: str) -> NotebookSource:
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("no 'cells' list: not an nbformat 4 notebook")
-    blanked = [(number, _blank_magics(_cell_lines(cell))) for number, cell in enumerate(cells, 1)
+    blanked = [(number, _blank_magics(_cell_lines(cell, number))) for number, cell in enumerate(cells, 1)
                if isinstance(cell, dict) and cell.get("cell_type") == "code"]
     whole = "\n".join(line for _n, code in blanked for line in code) + "\n"
     line_map = [(number, i) for number, code in blanked for i in range(1, len(code) + 1)]

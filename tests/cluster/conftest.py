@@ -4,6 +4,7 @@ initialised in a temporary directory (initdb / pg_ctl; as the `postgres` user wh
 as root, which PostgreSQL refuses)."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -69,6 +70,7 @@ def ray_cluster(tmp_path_factory):
 class Postgres:
     url: str
     restart: object  # () -> None: stop the server and start it again on the same data directory
+    database: object  # (name) -> URL of a new, empty database on the same server
 
 
 @pytest.fixture(scope="session")
@@ -88,6 +90,7 @@ def postgres(tmp_path_factory):
     def run(*cmd):
         proc = subprocess.run([*as_user, *cmd], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
     def start():
         run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", f"-p {port} -k {root} -h 127.0.0.1 -c fsync=off",
             "-l", str(root / "log"), "-w", "start")
@@ -95,12 +98,22 @@ def postgres(tmp_path_factory):
     def restart():
         run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
         start()
+
+    made = itertools.count()
+
+    def database(name: str) -> str:
+        # One server for the session, one database per test that needs a clean slate: the
+        # evidence a test stores must not show up in another test's answers.
+        name = f"{name}_{next(made)}"
+        run(str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "jaxmem", name)
+        return f"postgresql+psycopg://jaxmem@127.0.0.1:{port}/{name}"
+
     t = time.monotonic()
     run(str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "jaxmem", "--no-sync")
     start()
-    run(str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "jaxmem", "jaxmem")
+    url = database("jaxmem")
     print(f"\n[cluster] PostgreSQL {PG_BIN.parent.name} on 127.0.0.1:{port} started in {time.monotonic() - t:.1f} s")
-    yield Postgres(f"postgresql+psycopg://jaxmem@127.0.0.1:{port}/jaxmem", restart)
+    yield Postgres(url, restart, database)
     subprocess.run([*as_user, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
                    capture_output=True, timeout=60)
     shutil.rmtree(root, ignore_errors=True)

@@ -36,7 +36,7 @@ def deployment_env(ray_cluster, postgres, chroma_server, tmp_path):
     host, port = chroma_server
     env = {**os.environ, **{k: v for k, v in ray_cluster.env.items() if k.startswith("RAY_")},
            "JAXMEM_CORPUS_DIR": str(corpus), "CHROMA_HOST": host, "CHROMA_PORT": str(port),
-           "JAXMEM_DATABASE_URL": postgres.url, "JAXMEM_RAY_ADDRESS": ray_cluster.address,
+           "JAXMEM_DATABASE_URL": postgres.database("replicas"), "JAXMEM_RAY_ADDRESS": ray_cluster.address,
            "JAXMEM_RAY_ACCELERATOR": ACCEL, "JAXMEM_VERIFY_REPEATS": "1", "HF_HUB_OFFLINE": "1",
            "JAXMEM_DATA_DIR": str(tmp_path / "ingest-data")}
     t = time.monotonic()
