@@ -15,6 +15,11 @@ LANGS = ("en", "sv", "uk", "it", "de", "fr", "es", "pt", "ja", "zh",
          "pl", "nl", "ru", "ko", "tr", "da", "nb", "fi", "cs", "hu", "ro", "el", "vi", "id", "ar", "hi", "he")
 
 LONG_TEXT = 40  # characters of prose from which the trigram detector is trusted
+# ...and, on shorter text, the trigram confidence from which it is trusted all the same. Measured
+# on the 763 questions of the four eval sets: with 0.99 the full models are needed for 16 of them
+# instead of 67, and not one detection changes; a cold `jaxmem ask` of a few words saves the
+# 0.3-0.4 s of loading the full models of two languages.
+SHORT_TEXT_SURE = 0.99
 _CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 _IDENT = re.compile(r"\S*[_.()\[\]=/\\<>{}]\S*|\b[A-Z0-9_]{2,}\b|\b\d+[%\w]*")
 
@@ -93,7 +98,7 @@ def detect(text: str, previous: str | None = None) -> tuple[str, float]:
     # The fast detector settles clear cases; short or mixed text goes to the full models of its
     # likeliest languages.
     values = _trigram_detector().compute_language_confidence_values(words)
-    if values and (len(words) < LONG_TEXT or values[0].value < 0.95):
+    if values and values[0].value < (SHORT_TEXT_SURE if len(words) < LONG_TEXT else 0.95):
         values = _full_detector(_candidates(values, previous)).compute_language_confidence_values(words)
     if not values:
         return fallback, 0.0
