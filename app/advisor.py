@@ -167,7 +167,9 @@ class Advisor:
         text = _FENCE.sub(" ", question).strip()
         if blocks and not text:
             text = ""  # pure code: retrieval then follows the review's topics
-        lang, _conf = detect(text or question, previous=prev_lang)
+        # Language, retrieval and the answer's focus need the first MAX_QUERY_CHARS of prose, not a
+        # 20,000-character paste: scanning all of it cost 5 s of regex work per such question.
+        lang, _conf = detect((text or question)[:MAX_QUERY_CHARS], previous=prev_lang)
         t1 = time.perf_counter()
 
         findings = self._review(blocks, notes) if blocks else []
@@ -212,7 +214,7 @@ class Advisor:
         claims = self._seed_claims(seed_hits, main.id, main.lang)
         note = label("en", "fallback", language=_language_name(lang)) if fallback else ""
         more = compose_card_answer(main.lang, main, [c for c, _ in cards[1:]], citations, claims, self.card_url, "")
-        lead = compose_lead(main, text or question, self._section_rank(hits, main.id), self.card_url, note)
+        lead = compose_lead(main, (text or question)[:MAX_QUERY_CHARS], self._section_rank(hits, main.id), self.card_url, note)
         if blocks:
             lead = compose_review(main.lang, findings) + "\n\n---\n\n" + lead
         ans = Answer(question=question, language=lang, answer=f"{lead}\n\n---\n\n{more}", lead=lead, more=more,

@@ -1,5 +1,5 @@
-"""Load: 20 concurrent askers for 60 s through the Slack bot's HTTP endpoint, and 20 through the
-service layer as the web app calls it, each in a process of its own on loopback. No errors;
+"""Load: 20 concurrent askers for 60 s through the Slack bot's HTTP endpoint and, at the same time,
+20 through the service layer as the web app calls it, each in a process of its own on loopback. No errors;
 latency p50/p95 and the server's RSS over time are printed; RSS may grow at most 10 % over the
 second half (a leak would keep growing). JAXMEM_LOAD_SECONDS shortens it for a quick look."""
 from __future__ import annotations
@@ -57,22 +57,16 @@ def indexed_env(shared_env):
     return shared_env
 
 
-def test_twenty_askers_through_the_service_layer(indexed_env, tmp_path, capsys):
-    with AskerProcess(indexed_env, tmp_path, threads=ASKERS, name="web-load") as web:
-        start = time.monotonic()
-        samples = []
-        while time.monotonic() - start < SECONDS:
-            samples.append((time.monotonic() - start, rss_mib(web.proc.pid)))
-            time.sleep(1.0)
-        rows = web.stop()
-    errors = [r for r in rows if not r["ok"]]
-    assert rows and not errors, errors[:3]
-    report(capsys, "service layer (as the web app)", len(rows), len(errors), [r["ms"] for r in rows], samples)
-
-
-def test_twenty_askers_through_the_slack_http_endpoint(indexed_env, tmp_path, capsys):
+def test_twenty_askers_each_through_the_service_layer_and_the_slack_endpoint(indexed_env, tmp_path, capsys):
+    """Both front-end paths at once, 20 askers each, for SECONDS: the web app's way of asking in a
+    process of its own, and signed mentions to the Slack bot's HTTP endpoint. At once rather than
+    one after the other: the machine is then as busy as a shared deployment gets, and the run takes
+    one minute of the test suite instead of two."""
     latencies, outcomes, lock = [], [], threading.Lock()
-    with SlackProcess(indexed_env, tmp_path) as slack:
+    (tmp_path / "web").mkdir()
+    (tmp_path / "slack").mkdir()
+    with AskerProcess(indexed_env, tmp_path / "web", threads=ASKERS, name="web-load") as web, \
+            SlackProcess(indexed_env, tmp_path / "slack") as slack:
         stop = time.monotonic() + SECONDS
 
         def asker(i: int) -> None:
@@ -101,12 +95,18 @@ def test_twenty_askers_through_the_slack_http_endpoint(indexed_env, tmp_path, ca
         threads = [threading.Thread(target=asker, args=(i,)) for i in range(ASKERS)]
         for th in threads:
             th.start()
-        samples = []
+        web_rss, slack_rss = [], []
         while any(th.is_alive() for th in threads):
-            samples.append((time.monotonic() - start, rss_mib(slack.proc.pid)))
+            now = time.monotonic() - start
+            web_rss.append((now, rss_mib(web.proc.pid)))
+            slack_rss.append((now, rss_mib(slack.proc.pid)))
             time.sleep(1.0)
         for th in threads:
             th.join()
+        rows = web.stop()
+    web_errors = [r for r in rows if not r["ok"]]
+    assert rows and not web_errors, web_errors[:3]
     errors = [o for o in outcomes if o != "right"]
     assert outcomes and not errors, errors[:5]
-    report(capsys, "Slack HTTP endpoint", len(outcomes), len(errors), latencies, samples)
+    report(capsys, "service layer (as the web app)", len(rows), len(web_errors), [r["ms"] for r in rows], web_rss)
+    report(capsys, "Slack HTTP endpoint, at the same time", len(outcomes), len(errors), latencies, slack_rss)
