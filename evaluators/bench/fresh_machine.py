@@ -106,9 +106,11 @@ def time_make_run(clone: Path, env: dict, limit_s: float) -> dict:
             raise SystemExit(f"make run did not serve within {limit_s:.0f} s:\n{log.read_text()[-3000:]}")
         answered = first_answer(f"http://127.0.0.1:{port}", timeout_s=limit_s - (time.monotonic() - t0))
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
         try:
+            os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(30)
+        except ProcessLookupError:  # make already exited (the error above says why)
+            pass
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
     built = re.search(r"built the index: .*", log.read_text())
