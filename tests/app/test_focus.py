@@ -1,0 +1,29 @@
+"""The answer's opening (app/focus.py, pure functions) on a real card of the corpus."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.focus import opening
+from ingest.cards import CorpusLayout, load_card
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+
+
+def card(topic: str, lang: str = "en"):
+    layout = CorpusLayout(CORPUS)
+    return load_card(layout.card_path(topic, lang), layout)
+
+
+def test_the_closest_section_alone_does_not_pull_its_units_into_the_opening():
+    # Retrieval found the caveats closest; the caveats that share nothing with the question
+    # (fragmentation, CPU and TPU) stay out, and the card's advice opens the answer.
+    units, block = opening(card("gpu-preallocation"), "Why does JAX take 75% of my GPU memory?", {"caveats": 2.0})
+    texts = [u.text for u in units]
+    assert units[0].section in ("summary", "what"), texts
+    assert not any("fragmentation; it makes it more likely" in t or "No effect on CPU" in t for t in texts), texts
+    assert block and "XLA_PYTHON_CLIENT_PREALLOCATE" in block
+
+
+def test_a_unit_that_names_the_questions_identifier_leads():
+    units, _ = opening(card("gpu-preallocation"), "does XLA_PYTHON_CLIENT_PREALLOCATE work on TPU?", {})
+    assert any("XLA_PYTHON_CLIENT_PREALLOCATE" in u.text for u in units)
