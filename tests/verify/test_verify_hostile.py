@@ -94,7 +94,13 @@ def test_writing_outside_the_work_directory(tmp_path, capsys):
         home_target.unlink(missing_ok=True)
         tmp_target.unlink(missing_ok=True)
     # The sandbox has a private /tmp (writable, thrown away); the rest outside its directory is read-only.
-    assert out["HOME_TARGET"] != "written" and out["PROJECT_TARGET"] != "written"
+    # A target under /tmp (a checkout in a temporary folder, as evaluators/bench/fresh_machine.py
+    # makes) lands in that private /tmp when written: the host file is unchanged (asserted above).
+    def in_private_tmp(path: Path) -> bool:
+        return path.resolve().is_relative_to("/tmp")
+
+    assert out["HOME_TARGET"] != "written" or in_private_tmp(home_target)
+    assert out["PROJECT_TARGET"] != "written" or in_private_tmp(project_target)
     figure(capsys, "write outside", ", ".join(f"{k.split('_')[0].lower()}: {v}" for k, v in out.items())
            + "; nothing changed on the host")
 
