@@ -9,7 +9,11 @@ What it does
     source shows their size (scalars, `np.zeros(40)`), a graphdef from `nnx.split`, old values
     the loop keeps in whole or in part (`history.append(state)`, `rollout.append(state.frame)`:
     donating would delete live buffers), updates under `if step % N == 0:`, loops of a
-    few literal iterations unless the state is visibly large, and benchmarks.
+    few literal iterations unless the state is visibly large, and benchmarks. The state must be
+    trained state (the jitted function takes gradients or applies an optimizer, in its body or one
+    call deep, or is handed gradients; or the argument is named `params`, `opt_state`, `model`,
+    `train_state`, ...), or visibly large (4 MiB or more): environment rollouts and render loops
+    carry a few keys and one episode, where a second copy costs nothing.
 
 Why is this bad
     Without donation the output needs a fresh buffer while the input is still alive: during
@@ -44,6 +48,16 @@ def target_names(targets: list[ast.AST]) -> set[str]:
 
 
 SMALL_STATE_HINTS = ("key", "rng", "seed", "step", "count")
+# Donation pays where a loop replaces trained state (parameters, optimizer state: the largest
+# buffers a program keeps). Every one of the 41 hand-judged true positives on the real-code
+# benchmark is such a loop; the state of an environment rollout or a render loop (a few keys, one
+# episode) was a false positive every time. So the jitted function must visibly train (a gradient
+# or an optimizer update in its body or one call deep, gradients passed to it, or a name such as
+# `train_step`), or the argument be named as trained state.
+TRAINING_STEP_HINTS = ("train", "update", "fit", "learn", "sgd", "optim")
+TRAINED_HINTS = ("param", "opt", "train", "model", "weight", "svi", "solver", "learner")
+GRADIENT_CALLS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad",
+                            "apply_gradients", "apply_updates"})
 SMALL_ELEMENTS = 1 << 16  # 256 KiB of float32: a second copy of this costs nothing that matters
 LARGE_ELEMENTS = 1 << 20  # 4 MiB of float32: worth donating even in a short loop
 KEEPERS = frozenset({"append", "extend", "insert", "add", "put", "setdefault", "update"})
@@ -85,9 +99,13 @@ class MissingDonation(Rule):
                 p = params.index(kw.arg)
                 if not info.donates(p) and p not in static and kw.arg not in (info.donate_argnames or ()):
                     found.append((p, kw.value))
+        if not found:
+            return
         loop = ctx.loops[-1]
         short = intent.small_loop(loop, ctx.analysis, ctx.scope)
-        keep = [(p, arg) for p, arg in found if self._worth_donating(arg, loop, short, ctx)]
+        trains = _named_for_training(call.func) or _applies_gradients(call) or _trains(_jitted_def(info, ctx), ctx)
+        keep = [(p, arg) for p, arg in found
+                if self._worth_donating(arg, loop, short, ctx, trains or any(h in arg.id.lower() for h in TRAINED_HINTS))]
         if not keep:
             return
         # The fix is at the definition, so one finding per jitted function is enough; every
@@ -106,7 +124,7 @@ class MissingDonation(Rule):
         ctx.report(self, keep[0][1], arg=args, verb="are" if "," in args else "is", func=ast.unparse(call.func),
                    pos=str(positions[0]) if len(positions) == 1 else str(tuple(positions)), fix=fix)
 
-    def _worth_donating(self, arg: ast.Name, loop: ast.AST, short: bool, ctx: Ctx) -> bool:
+    def _worth_donating(self, arg: ast.Name, loop: ast.AST, short: bool, ctx: Ctx, trained: bool) -> bool:
         if any(h in arg.id.lower() for h in SMALL_STATE_HINTS):
             return False  # PRNG keys and counters: a few bytes, donation saves nothing
         a = ctx.analysis
@@ -122,8 +140,10 @@ class MissingDonation(Rule):
                                     a, ctx.scope)
         if size is not None and size <= SMALL_ELEMENTS:
             return False
-        if short and (size is None or size < LARGE_ELEMENTS):
-            return False  # a demo loop of a few steps: the extra copy lives a few steps
+        if (short or not trained) and (size is None or size < LARGE_ELEMENTS):
+            # a demo loop of a few steps: the extra copy lives a few steps; state that is not
+            # trained (a rollout, a simulation) counts only where the source shows it is large
+            return False
         return not self._kept(arg.id, loop, ctx) and not self._kept_from_before(arg.id, loop, ctx)
 
     @staticmethod
@@ -162,6 +182,51 @@ class MissingDonation(Rule):
             elif isinstance(n, ast.AugAssign) and isinstance(n.value, (ast.List, ast.Tuple)) and _mentions(n.value, name):
                 return True  # `history += [state]`
         return False
+
+
+def _named_for_training(func: ast.AST) -> bool:
+    """`train_step`, `train_epoch`, `update`, `gan.update`, `fit_batch`: named as a training step."""
+    name = (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")).lower()
+    return any(h in name for h in TRAINING_STEP_HINTS)
+
+
+def _applies_gradients(call: ast.Call) -> bool:
+    """`w = update(w, g)`, `params = sgd(params, grads)`: gradients handed in at the call site."""
+    values = [*call.args, *(k.value for k in call.keywords)]
+    return any(isinstance(v, ast.Name) and (v.id in ("g", "gs") or "grad" in v.id.lower()) for v in values)
+
+
+def _jitted_def(info, ctx: Ctx):
+    """The function that was jitted, where this module defines it (decorated, wrapped, or wrapped
+    through `functools.partial`)."""
+    fn = info.wrapped
+    if isinstance(fn, ast.Call) and ctx.analysis.qualname(fn.func) == "functools.partial" and fn.args:
+        fn = fn.args[0]
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return fn
+    return ctx.analysis.resolve_def(fn, ctx.scope) if fn is not None else None
+
+
+def _gradient_call(call: ast.Call) -> bool:
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    # `opt_update(i, g, opt_state)`, `tx.update(...)`, `svi.update(...)`: an optimizer step
+    return name in GRADIENT_CALLS or name.endswith("update") or name.endswith("updates")
+
+
+def _trains(fn, ctx: Ctx, depth: int = 0) -> bool:
+    """The jitted function computes gradients or applies an optimizer, in its body or one call deep."""
+    if fn is None:
+        return False
+    scope = ctx.analysis.scopes.get(fn, ctx.analysis.module_scope)
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call):
+            if _gradient_call(n):
+                return True
+            if depth == 0:
+                callee = ctx.analysis.resolve_def(n.func, scope)
+                if callee is not None and callee is not fn and _trains(callee, ctx, 1):
+                    return True
+    return False
 
 
 def _read_after(fn: ast.AST, name: str, start: tuple[int, int]) -> bool:
