@@ -1,5 +1,5 @@
 """Test helpers written once: free ports, waiting for a server, finding processes, a subprocess
-that is always cleaned up, and the import graph of a source file."""
+that is always cleaned up, the headless browser, and the import graph of a source file."""
 from __future__ import annotations
 
 import ast
@@ -11,6 +11,25 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+
+
+# Debian's Chromium (scripts/install-system-packages.sh), driven by Playwright: no tool downloads
+# a browser of its own. Shared by the browser tests and evaluators/bench/fresh_machine.py.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-quic", "--disable-sync"]
+
+
+def require_chromium() -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        import pytest
+
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-system-packages.sh (Debian's chromium package)")
+
+
+def launch_chromium(pw):
+    """A headless browser from a `sync_playwright()` context."""
+    return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
 def free_port() -> int:

@@ -19,7 +19,6 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,16 +27,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tests.helpers import free_port, launch_chromium  # noqa: E402  (a dev-environment script, like the tests)
 QUESTION = "How do I stop JAX from grabbing 75% of the GPU at startup?"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-quic", "--disable-sync"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_clone(where: Path) -> Path:
@@ -65,7 +57,7 @@ def first_answer(url: str, timeout_s: float) -> float:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(pw)
         page = browser.new_page()
         page.goto(url)
         box = page.get_by_test_id("stChatInputTextArea")

@@ -15,13 +15,10 @@ import pytest
 
 from tests.cluster.conftest import ACCEL
 from tests.conftest import MINI, ROOT
-from tests.helpers import background, free_port, wait_http
+from tests.helpers import background, free_port, launch_chromium, require_chromium, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-quic", "--disable-sync"]
 QUESTION = "How do I reuse the input buffer with donate_argnums so the parameters are not held twice?"
 TITLE = "Donate buffers so a jitted update"  # the fixture corpus's buffer-donation card
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -71,8 +68,7 @@ def test_a_run_requested_on_one_replica_is_seen_by_the_others(deployment_env, ra
     from tests.slack.conftest import mention, send_event
     from tests.slack.slack_api import SlackStandIn
 
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-system-packages.sh (Debian's chromium package)")
+    require_chromium()
     standin = SlackStandIn().start()
     ports = {name: free_port() for name in ("a", "b", "slack")}
     env = {name: {**deployment_env, "JAXMEM_DATA_DIR": str(tmp_path / f"data-{name}")} for name in ports}
@@ -88,7 +84,7 @@ def test_a_run_requested_on_one_replica_is_seen_by_the_others(deployment_env, ra
             wait_http(f"{url_a}/_stcore/health", web_a, timeout=90, expect=b"ok", log=logs["a"])
             wait_http(f"{url_b}/_stcore/health", web_b, timeout=90, expect=b"ok", log=logs["b"])
             with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                browser = launch_chromium(pw)
                 card = ask(page_of(browser, url_a), QUESTION)
                 assert "No stored evidence for this card yet: verify it on the cluster" in card.inner_text()
                 t = time.monotonic()

@@ -18,14 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.helpers import background, free_port, wait_http
+from tests.helpers import background, free_port, launch_chromium, require_chromium, wait_http
 from tests.web.helpers import SWEDISH_QUESTION
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-quic", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 TRAIN = (Path(__file__).parent / "fixtures" / "review" / "train_loop.py").read_text()
 START_TIMEOUT_S = 60
@@ -35,8 +32,7 @@ FIRST_LOAD_TIMEOUT_MS = 180_000  # builds the advisor: index check, embedder, la
 @pytest.fixture(scope="module")
 def server(web_env, tmp_path_factory):
     """`jaxmem web` as a user starts it; stopped with SIGTERM, as a service manager stops it."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-system-packages.sh (Debian's chromium package)")
+    require_chromium()
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     url = f"http://127.0.0.1:{port}"
@@ -56,7 +52,7 @@ def page(server):
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(pw)
         pg = browser.new_page(viewport={"width": 1400, "height": 1000})
         pg.goto(server)
         # The sidebar's index line appears once the advisor is built: from then on, warm.

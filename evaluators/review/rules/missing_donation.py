@@ -184,9 +184,14 @@ class MissingDonation(Rule):
         return False
 
 
+def _last_name(func: ast.AST) -> str:
+    """`update` of `update`, `gan.update` and `self.tx.update`; "" for anything else."""
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
 def _named_for_training(func: ast.AST) -> bool:
     """`train_step`, `train_epoch`, `update`, `gan.update`, `fit_batch`: named as a training step."""
-    name = (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")).lower()
+    name = _last_name(func).lower()
     return any(h in name for h in TRAINING_STEP_HINTS)
 
 
@@ -208,7 +213,7 @@ def _jitted_def(info, ctx: Ctx):
 
 
 def _gradient_call(call: ast.Call) -> bool:
-    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    name = _last_name(call.func)
     # `opt_update(i, g, opt_state)`, `tx.update(...)`, `svi.update(...)`: an optimizer step
     return name in GRADIENT_CALLS or name.endswith("update") or name.endswith("updates")
 
