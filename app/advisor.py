@@ -136,16 +136,16 @@ class Advisor:
     def evidence(self, topic: str) -> dict | None:
         """The verifier's latest result for a card, compact: what answers show and JSON carries."""
         try:
-            from evaluators.verify.api import evidence_summaries, latest_evidence, summary
+            from evaluators.verify.api import evidence_with_summaries, summary
         except ImportError:
             return None
         try:
-            record = latest_evidence(topic, self.settings)
+            record = evidence_with_summaries(topic, self.settings)
             if record is None:
                 return None
             keep = ("verdict", "backend", "device_kind", "jax", "jaxlib", "date", "origin", "node", "metrics")
             return {**{k: record.get(k) for k in keep}, "summary": summary(record),
-                    "all_machines": evidence_summaries(topic, self.settings)}
+                    "all_machines": record["all_machines"]}
         except Exception:  # evidence is a bonus; never let it break an answer
             log.exception("reading evidence for %s failed", topic)
             return None

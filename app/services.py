@@ -160,13 +160,11 @@ class Services:
 
     def evidence(self, topic: str):
         """The newest stored Evidence of a card (any machine), or None."""
-        from evaluators.verify.api import evidence_summaries, latest_evidence
+        from evaluators.verify.api import evidence_with_summaries
         from evaluators.verify.records import Evidence
 
-        record = latest_evidence(topic, self.settings)
-        if record is None:
-            return None
-        return Evidence({**record, "all_machines": evidence_summaries(topic, self.settings)})
+        record = evidence_with_summaries(topic, self.settings)
+        return None if record is None else Evidence(record)
 
     def _limits(self) -> dict:
         from evaluators.verify.api import options

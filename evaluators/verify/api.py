@@ -5,6 +5,7 @@
     latest_evidence("buffer-donation")     -> newest stored record, or None
     summary(record)                        -> "verified on cpu, jax 0.10.2: ..."
     evidence_summaries("buffer-donation")  -> one labelled line per machine kind with evidence
+    evidence_with_summaries("buffer-donation") -> the newest record with those lines, one read
 """
 from __future__ import annotations
 
@@ -119,22 +120,31 @@ def verify_script(path_or_source: str | Path, *, limits: Limits | None = None, s
             "stderr": run.stderr[-4000:], "isolation": run.isolation, "node": platform.node()}
 
 
-def latest_evidence(topic: str, settings: Settings | None = None) -> dict | None:
+def latest_evidence(topic: str, settings: Settings | None = None, records: list[dict] | None = None) -> dict | None:
     """Newest record for `topic`: a measured run if one exists, else committed evidence."""
-    records = records_for(topic, settings)
+    records = records_for(topic, settings) if records is None else records
     local = [r for r in records if r["origin"] == RUN]
     return (local or records or [None])[0]
 
 
-def evidence_summaries(topic: str, settings: Settings | None = None) -> list[str]:
+def evidence_summaries(topic: str, settings: Settings | None = None, records: list[dict] | None = None) -> list[str]:
     """One line per machine kind with evidence for `topic` (newest each, measured runs first),
     each saying where it was measured: GPU evidence shows on a CPU machine, labelled as GPU."""
     best: dict[tuple, dict] = {}
-    for r in sorted(records_for(topic, settings), key=lambda r: r["origin"] != RUN):
+    records = records_for(topic, settings) if records is None else records
+    for r in sorted(records, key=lambda r: r["origin"] != RUN):
         best.setdefault((r.get("backend"), r.get("device_kind")), r)
     return [f"{summary(r)} [{r['origin']}, {str(r.get('date', ''))[:10]}"
             + (f", ran on {r['node']}" if r.get("origin") == RUN and r.get("node") else "") + "]"
             for r in best.values()]
+
+
+def evidence_with_summaries(topic: str, settings: Settings | None = None) -> dict | None:
+    """The newest record of `topic` with `all_machines` (its per-machine lines), from one read of
+    the stored records: what an answer and the web app's evidence panel show."""
+    records = records_for(topic, settings)
+    record = latest_evidence(topic, settings, records)
+    return None if record is None else {**record, "all_machines": evidence_summaries(topic, settings, records)}
 
 
 def options(settings: Settings) -> dict:
