@@ -13,16 +13,11 @@ Two repositories are held out against overfitting the reviewer to the code it is
 fixed rule, the two with the fewest `vendored_bytes` in manifest.yaml. `--split dev` shows only
 the others (per rule, recall, unlabeled findings); the default also prints held-out rows.
 
-A second held-out part, "held-out 2", holds the repositories whose manifest entry says
-`split: "heldout2"`: added after the round-1 precision work and read once, unseen
-(baseline-round1.txt). Round 2 then developed on them too, so their row is no longer an unbiased
-estimate. They take no part in the smallest-two rule, and `--split dev` leaves them out.
-
-A third held-out part, "held-out 3", holds the repositories whose manifest entry says
-`split: "heldout3"`: added after round 2 and labelled once, unseen, on the round-2 reviewer
-(baseline-heldout3.txt). Round 3 changed JM401 after reading their false positives, so since then
-their row is no longer an unbiased estimate either. Like held-out 2 they take no part in the
-smallest-two rule, `--split dev` leaves them out, and they have their own row.
+Later held-out parts, "held-out N", hold the repositories whose manifest entry says
+`split: "heldoutN"`: each added after a round of rule work and labelled once, unseen, on the
+reviewer of that day. Once a rule change is judged against one, its row is no longer an unbiased
+estimate; SPLIT_NOTES below says which are still unseen and where each unseen reading is kept.
+They take no part in the smallest-two rule, and `--split dev` leaves them out.
 """
 from __future__ import annotations
 
@@ -64,8 +59,15 @@ def repos() -> list[Path]:
 HELD_OUT_COUNT = 2
 
 
-HELD_OUT_2 = "held-out 2"  # manifest entries with `split: "heldout2"`
-HELD_OUT_3 = "held-out 3"  # manifest entries with `split: "heldout3"`
+# Later unseen sets are marked in manifest.yaml with `split: "heldoutN"` and reported as
+# "held-out N" rows. Each was labelled once, on the reviewer as it stood when it was added; once a
+# rule change is judged against one it is development code too (see README.md), and its note
+# says where its unseen reading is kept.
+SPLIT_NOTES = {
+    "held-out 2": "used in development since round 2 (its unseen round-1 reading is in baseline-round1.txt)",
+    "held-out 3": "used in development since round 3 (its unseen reading is in baseline-heldout3.txt)",
+    "held-out 4": "unseen: labelled on the round-4 reviewer, no rule tuned on it (reading kept in baseline-heldout4.txt)",
+}
 
 
 def _manifest_entries() -> dict[str, dict]:
@@ -86,28 +88,29 @@ def _manifest_entries() -> dict[str, dict]:
 
 def held_out() -> frozenset[str]:
     """Folder names of the held-out repositories: the two smallest by vendored_bytes among those
-    without a `split` field (the held-out 2 and held-out 3 repositories are apart)."""
+    without a `split` field (the later held-out sets are apart)."""
     sizes = {d: e["bytes"] for d, e in _manifest_entries().items() if "split" not in e and "bytes" in e}
     return frozenset(sorted(sizes, key=lambda d: (sizes[d], d))[:HELD_OUT_COUNT])
 
 
-def held_out_2() -> frozenset[str]:
-    """Folder names of the repositories marked `split: "heldout2"` in manifest.yaml."""
-    return frozenset(d for d, e in _manifest_entries().items() if e.get("split") == "heldout2")
+def named_splits() -> dict[str, str]:
+    """Folder name -> "held-out N" for the repositories marked `split: "heldoutN"`."""
+    out = {}
+    for d, e in _manifest_entries().items():
+        m = re.fullmatch(r"heldout(\d+)", e.get("split", ""))
+        if m:
+            out[d] = f"held-out {m.group(1)}"
+    return out
 
 
-def held_out_3() -> frozenset[str]:
-    """Folder names of the repositories marked `split: "heldout3"` in manifest.yaml."""
-    return frozenset(d for d, e in _manifest_entries().items() if e.get("split") == "heldout3")
+def split_names(named: dict[str, str]) -> list[str]:
+    return ["dev", "held-out", *sorted(set(named.values()), key=lambda n: int(n.split()[-1]))]
 
 
-def split_of(rel: str, held: frozenset[str], held2: frozenset[str] = frozenset(),
-             held3: frozenset[str] = frozenset()) -> str:
+def split_of(rel: str, held: frozenset[str], named: dict[str, str] | None = None) -> str:
     top = rel.split("/", 1)[0]
-    if top in held3:
-        return HELD_OUT_3
-    if top in held2:
-        return HELD_OUT_2
+    if named and top in named:
+        return named[top]
     return "held-out" if top in held else "dev"
 
 
@@ -135,8 +138,8 @@ def precision(counts: Counter) -> float | None:
 
 def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
     """`split`: "all" (every repository, with dev and held-out summary rows) or "dev"."""
-    held, held2, held3 = held_out(), held_out_2(), held_out_3()
-    keep = (lambda rel: True) if split == "all" else (lambda rel: split_of(rel, held, held2, held3) == split)
+    held, named = held_out(), named_splits()
+    keep = (lambda rel: True) if split == "all" else (lambda rel: split_of(rel, held, named) == split)
     labels = {key(x["path"], x.get("cell"), x["line"], x["code"]): x
               for x in load_items(HERE / "labels.yaml") if keep(x["path"])}
     cases = [c for c in load_items(HERE / "recall.yaml") if keep(c["path"])]
@@ -161,10 +164,10 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
         where = "test" if is_test(rel) else "non-test"
         if label is None:
             unlabeled.append({"path": rel, "cell": f.cell, "line": f.line, "code": f.code, "message": f.message})
-            by_split[split_of(rel, held, held2, held3)][where]["unlabeled"] += 1
+            by_split[split_of(rel, held, named)][where]["unlabeled"] += 1
             continue
         table[f.code][where][label["label"]] += 1
-        by_split[split_of(rel, held, held2, held3)][where][label["label"]] += 1
+        by_split[split_of(rel, held, named)][where][label["label"]] += 1
     stale = [{"path": k[0], "cell": k[1], "line": k[2], "code": k[3]} for k in labels if k not in seen]
     rows = []
     totals = {"non-test": Counter(), "test": Counter()}
@@ -190,11 +193,11 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
                             "codes": c["codes"], "found": bool(hits)})
     found = sum(r["found"] for r in recall_rows)
     splits = {}
-    for name in ("dev", "held-out", HELD_OUT_2, HELD_OUT_3) if split == "all" else (split,):
-        rows_here = [r for r in recall_rows if split_of(r["path"], held, held2, held3) == name]
+    for name in split_names(named) if split == "all" else (split,):
+        rows_here = [r for r in recall_rows if split_of(r["path"], held, named) == name]
         nt, te = by_split[name]["non-test"], by_split[name]["test"]
         splits[name] = {
-            "repos": sorted(p.name for p in repos() if split_of(p.name + "/", held, held2, held3) == name),
+            "repos": sorted(p.name for p in repos() if split_of(p.name + "/", held, named) == name),
             "non-test": {**{lab: nt[lab] for lab in LABELS}, "precision": precision(nt), "unlabeled": nt["unlabeled"]},
             "test_findings": sum(te.values()),
             "recall": {"found": sum(r["found"] for r in rows_here), "cases": len(rows_here)},
@@ -211,8 +214,7 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
 
     return {
         "repos": [p.name for p in repos() if keep(p.name + "/")], "files": files, "findings": len(findings),
-        "split": split, "held_out": sorted(held), "held_out_2": sorted(held2),
-        "held_out_3": sorted(held3), "splits": splits,
+        "split": split, "held_out": sorted(held), "splits": splits,
         "by_rule": rows, "overall": overall,
         "recall": {"found": found, "cases": len(recall_rows),
                    "recall": round(found / len(recall_rows), 3) if recall_rows else None, "rows": recall_rows},
@@ -245,32 +247,24 @@ def render(r: dict) -> str:
         out.append(line(row["code"], row))
     out.append("-" * len(head))
     out.append(line("all", r["overall"]))
-    out += ["", f"By split (held out: {', '.join(r['held_out'])}; held-out 2 / held-out 3: manifest"
-            " `split: heldout2` / `split: heldout3`; non-test precision, test-file findings, recall):"]
+    out += ["", f"By split (held out: {', '.join(r['held_out'])}; held-out N: manifest"
+            " `split: heldoutN`; non-test precision, test-file findings, recall):"]
     for name, sp in r["splits"].items():
         nt, rc_ = sp["non-test"], sp["recall"]
         p = "-" if nt["precision"] is None else f"{nt['precision']:.2f}"
         out.append(f"  {name:<10} non-test TP {nt['TP']:>3} FP {nt['FP']:>3} deb {nt['debatable']:>3} prec {p:>5}"
                    f" (unlabeled {nt['unlabeled']}) | test-file findings {sp['test_findings']:>3}"
                    f" | recall {rc_['found']}/{rc_['cases']}")
-    h2 = r["splits"].get(HELD_OUT_2)
-    if h2 and h2["repos"]:
-        nt, rc_ = h2["non-test"], h2["recall"]
+    for name, note in SPLIT_NOTES.items():
+        sp = r["splits"].get(name)
+        if not sp or not sp["repos"]:
+            continue
+        nt, rc_ = sp["non-test"], sp["recall"]
         p = "-" if nt["precision"] is None else f"{nt['precision']:.2f}"
         rec = "-" if not rc_["cases"] else f"{rc_['found'] / rc_['cases']:.2f}"
-        out.append(f"  held-out 2, used in development since round 2 (its unseen round-1 reading is in"
-                   f" baseline-round1.txt) ({', '.join(h2['repos'])}):"
+        out.append(f"  {name}, {note} ({', '.join(sp['repos'])}):"
                    f" precision {p} (TP {nt['TP']}, FP {nt['FP']}; debatable {nt['debatable']} apart),"
-                   f" recall {rec} ({rc_['found']}/{rc_['cases']})")
-    h3 = r["splits"].get(HELD_OUT_3)
-    if h3 and h3["repos"]:
-        nt, rc_ = h3["non-test"], h3["recall"]
-        p = "-" if nt["precision"] is None else f"{nt['precision']:.2f}"
-        rec = "-" if not rc_["cases"] else f"{rc_['found'] / rc_['cases']:.2f}"
-        out.append(f"  held-out 3, used in development since round 3 (its unseen reading is in baseline-heldout3.txt)"
-                   f" ({', '.join(h3['repos'])}):"
-                   f" precision {p} (TP {nt['TP']}, FP {nt['FP']}; debatable {nt['debatable']} apart),"
-                   f" test-file findings {h3['test_findings']}, recall {rec} ({rc_['found']}/{rc_['cases']})")
+                   f" test-file findings {sp['test_findings']}, recall {rec} ({rc_['found']}/{rc_['cases']})")
     rc = r["recall"]
     out += ["", f"Recall over recall.yaml: {rc['found']}/{rc['cases']}"
             + ("" if rc["recall"] is None else f" = {rc['recall']:.2f}")]
@@ -295,9 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--repeats", type=int, default=3, help="throughput runs (the median is reported)")
-    parser.add_argument("--split", choices=("all", "dev"), default="all",
-                        help="dev: only the development repositories (keeps the held-out ones unseen)")
+    parser.add_argument("--split", default="all",
+                        help="all (default), dev (only the development repositories: keeps the held-out"
+                             " ones unseen), or one row's name such as 'held-out 4'")
     args = parser.parse_args(argv)
+    valid = ["all", *split_names(named_splits())]
+    if args.split not in valid:
+        parser.error(f"--split {args.split!r}: valid choices are {', '.join(repr(v) for v in valid)}")
     result = run(repeats=args.repeats, split=args.split)
     sys.stdout.write(json.dumps(result, indent=2) + "\n" if args.json else render(result))
     return 0

@@ -3,7 +3,10 @@
 What it does
     Flags `history.append(x)` in a loop when `x` is a device array produced by the loop's
     state update: the carried state itself (`x = step(x)`) or another output of that update
-    (`w, grad = step(w, batch)`). Names that read as scalars (loss, accuracy, norm, ...) are
+    (`w, grad = step(w, batch)`), and that update trains (a training step, gradients handed in,
+    an optimizer applied) or `x` is named as trained state (`params`, `opt_state`, `model`):
+    keeping every version of the model is what runs out of memory. The frames of a rollout or a
+    simulation kept for rendering or plotting are the purpose of the list, not a leak. Names that read as scalars (loss, accuracy, norm, ...) are
     not flagged: collecting device scalars and reading them once is the fix for per-step syncs.
     Nor are values that start as scalars or visibly small arrays (a full reduction such as
     `jnp.mean(x)`, the value of `jax.value_and_grad`), a `deque(maxlen=...)`, which keeps only
@@ -31,6 +34,7 @@ import ast
 
 from evaluators.review import intent
 from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._training import named_trained, training_call
 from evaluators.review.rules._util import loop_targets, not_per_step
 
 # Conventional names of per-step scalars: holding a few hundred of them costs nothing.
@@ -59,7 +63,7 @@ class ArraysAccumulatedAcrossSteps(Rule):
         if _bounded(func.value, ctx):
             return  # `deque(maxlen=k)`: it keeps the last k items, not every step's
         if (isinstance(arg, ast.Name) and ctx.kind(arg) == "jax"
-                and not any(h in arg.id.lower() for h in SCALAR_HINTS) and self._from_state_update(arg.id, ctx)
+                and not any(h in arg.id.lower() for h in SCALAR_HINTS) and self._trained_update(arg.id, ctx)
                 and not self._small(arg.id, ctx) and not not_per_step(ctx, sync=False)):
             ctx.report(self, node, what=arg.id)
 
@@ -75,8 +79,14 @@ class ArraysAccumulatedAcrossSteps(Rule):
             n = intent.element_count(now, ctx.analysis, ctx.scope)
         return n is not None and n <= SMALL_ELEMENTS
 
+    def _trained_update(self, name: str, ctx: Ctx) -> bool:
+        update = self._state_update(name, ctx)
+        if update is None:
+            return False
+        return named_trained(name) or (isinstance(update.value, ast.Call) and training_call(update.value, ctx))
+
     @staticmethod
-    def _from_state_update(name: str, ctx: Ctx) -> bool:
+    def _state_update(name: str, ctx: Ctx) -> ast.Assign | None:
         """Bound in the innermost loop by `a, ... = f(c, ...)` where `c` is carried: read in the
         loop before the loop assigns it, so its value flows from one iteration to the next.
 
@@ -86,10 +96,10 @@ class ArraysAccumulatedAcrossSteps(Rule):
         loop = ctx.loops[-1]
         fresh = loop_targets(loop)
         if name in fresh:
-            return False
+            return None
         body = getattr(loop, "body", None)
         if not isinstance(body, list):
-            return False
+            return None
         for stmt in ast.walk(loop):
             if not isinstance(stmt, ast.Assign):
                 continue
@@ -98,8 +108,8 @@ class ArraysAccumulatedAcrossSteps(Rule):
                 continue
             loaded = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
             if any(_first_event(c, body) == "load" for c in (stored & loaded) - fresh):
-                return True
-        return False
+                return stmt
+        return None
 
 
 def _bounded(container: ast.AST, ctx: Ctx) -> bool:

@@ -3,7 +3,11 @@
 What it does
     Flags `x = x.at[...].set(...)` (and `.add`, `.mul`, ... and `lax.dynamic_update_slice`)
     re-binding the same array inside a Python loop that runs outside jit (not in loops of a few
-    literal iterations or ones that queue no other device work).
+    literal iterations or ones that queue no other device work). Not in methods: an indexed
+    update is valid traced code too, and a class's methods (an environment's `step` and its
+    helpers, a model's layers) are usually called from jitted code elsewhere, where the loop
+    unrolls at trace time into one scatter each; the claim "outside jit" needs a function this
+    file shows running eagerly.
 
 Why is this bad
     Outside jit every indexed update is its own operation that returns a new array: the whole
@@ -54,6 +58,8 @@ class AtSetInPythonLoop(Rule):
     def check(self, node: ast.Assign, ctx: Ctx) -> None:
         if not ctx.host_loop or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
             return
+        if _in_method(ctx):
+            return
         name = node.targets[0].id
         value = node.value
         base = at_update_base(value)
@@ -65,6 +71,16 @@ class AtSetInPythonLoop(Rule):
             how = ctx.qualname(value.func).replace("jax.lax.", "lax.")
         if isinstance(base, ast.Name) and base.id == name and not not_per_step(ctx, sync=False):
             ctx.report(self, node, name=name, how=how)
+
+
+def _in_method(ctx: Ctx) -> bool:
+    """The loop is in a method (or a function nested in one), whose callers this file may not show."""
+    s = ctx.scope
+    while s is not None and s is not ctx.analysis.module_scope:
+        if s.cls is not None:
+            return True
+        s = s.parent
+    return False
 
 
 RULE = AtSetInPythonLoop()

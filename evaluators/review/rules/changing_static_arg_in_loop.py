@@ -7,7 +7,10 @@ What it does
     Not flagged where each iteration needs its own compilation anyway: the static argument
     fixes a shape inside the function (`jnp.zeros(n)`, `range(n)`, `int(t // dt)` rows), so it
     cannot be made traced; or the loop walks the leaves of a pytree (`jax.tree.leaves`) and
-    passes each leaf too, so every new leaf shape compiles regardless.
+    passes each leaf too, so every new leaf shape compiles regardless. Nor where the argument
+    takes a few values again and again: bound by an inner loop of a few literal iterations
+    (`for i in range(num_viz)` with `num_viz = 3`) inside another loop, it compiles once per
+    value in the first outer iteration and hits the cache from then on.
 
 Why is this bad
     Static arguments are part of the compilation cache key: every new value compiles the
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import ast
 
+from evaluators.review import intent
 from evaluators.review.rule import Ctx, Rule
 from evaluators.review.rules._util import enclosing_loop_of
 
@@ -62,7 +66,10 @@ class ChangingStaticArgInLoop(Rule):
         others = [a for i, a in enumerate(node.args) if i not in positions]
         others += [kw.value for kw in node.keywords if kw.arg not in names]
         for arg, param in candidates:
-            if isinstance(arg, ast.Name) and enclosing_loop_of(ctx, arg.id) is not None:
+            loop = enclosing_loop_of(ctx, arg.id) if isinstance(arg, ast.Name) else None
+            if loop is not None:
+                if ctx.loops.index(loop) > 0 and intent.small_loop(loop, ctx.analysis, ctx.scope):
+                    continue  # a few values, repeated by the outer loop: compiled once each, then cached
                 if param is not None and _sets_shape(info, param, ctx):
                     return  # `jnp.zeros(n_blocks)` with n_blocks from it: one compile per value is inherent
                 if any(_leaf_per_iteration(o, ctx) for o in others):

@@ -40,6 +40,7 @@ import ast
 
 from evaluators.review import intent
 from evaluators.review.rule import Ctx, Rule
+from evaluators.review.rules._training import named_trained, training_call
 from evaluators.review.rules._util import under_periodic_guard
 
 
@@ -48,16 +49,8 @@ def target_names(targets: list[ast.AST]) -> set[str]:
 
 
 SMALL_STATE_HINTS = ("key", "rng", "seed", "step", "count")
-# Donation pays where a loop replaces trained state (parameters, optimizer state: the largest
-# buffers a program keeps). Every one of the 41 hand-judged true positives on the real-code
-# benchmark is such a loop; the state of an environment rollout or a render loop (a few keys, one
-# episode) was a false positive every time. So the jitted function must visibly train (a gradient
-# or an optimizer update in its body or one call deep, gradients passed to it, or a name such as
-# `train_step`), or the argument be named as trained state.
-TRAINING_STEP_HINTS = ("train", "update", "fit", "learn", "sgd", "optim")
-TRAINED_HINTS = ("param", "opt", "train", "model", "weight", "svi", "solver", "learner")
-GRADIENT_CALLS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad",
-                            "apply_gradients", "apply_updates"})
+# Donation pays where a loop replaces trained state (rules/_training.py): the jitted function
+# must visibly train, or the argument be named as trained state.
 SMALL_ELEMENTS = 1 << 16  # 256 KiB of float32: a second copy of this costs nothing that matters
 LARGE_ELEMENTS = 1 << 20  # 4 MiB of float32: worth donating even in a short loop
 KEEPERS = frozenset({"append", "extend", "insert", "add", "put", "setdefault", "update"})
@@ -103,9 +96,9 @@ class MissingDonation(Rule):
             return
         loop = ctx.loops[-1]
         short = intent.small_loop(loop, ctx.analysis, ctx.scope)
-        trains = _named_for_training(call.func) or _applies_gradients(call) or _trains(_jitted_def(info, ctx), ctx)
+        trains = training_call(call, ctx)
         keep = [(p, arg) for p, arg in found
-                if self._worth_donating(arg, loop, short, ctx, trains or any(h in arg.id.lower() for h in TRAINED_HINTS))]
+                if self._worth_donating(arg, loop, short, ctx, trains or named_trained(arg.id))]
         if not keep:
             return
         # The fix is at the definition, so one finding per jitted function is enough; every
@@ -182,56 +175,6 @@ class MissingDonation(Rule):
             elif isinstance(n, ast.AugAssign) and isinstance(n.value, (ast.List, ast.Tuple)) and _mentions(n.value, name):
                 return True  # `history += [state]`
         return False
-
-
-def _last_name(func: ast.AST) -> str:
-    """`update` of `update`, `gan.update` and `self.tx.update`; "" for anything else."""
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
-def _named_for_training(func: ast.AST) -> bool:
-    """`train_step`, `train_epoch`, `update`, `gan.update`, `fit_batch`: named as a training step."""
-    name = _last_name(func).lower()
-    return any(h in name for h in TRAINING_STEP_HINTS)
-
-
-def _applies_gradients(call: ast.Call) -> bool:
-    """`w = update(w, g)`, `params = sgd(params, grads)`: gradients handed in at the call site."""
-    values = [*call.args, *(k.value for k in call.keywords)]
-    return any(isinstance(v, ast.Name) and (v.id in ("g", "gs") or "grad" in v.id.lower()) for v in values)
-
-
-def _jitted_def(info, ctx: Ctx):
-    """The function that was jitted, where this module defines it (decorated, wrapped, or wrapped
-    through `functools.partial`)."""
-    fn = info.wrapped
-    if isinstance(fn, ast.Call) and ctx.analysis.qualname(fn.func) == "functools.partial" and fn.args:
-        fn = fn.args[0]
-    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        return fn
-    return ctx.analysis.resolve_def(fn, ctx.scope) if fn is not None else None
-
-
-def _gradient_call(call: ast.Call) -> bool:
-    name = _last_name(call.func)
-    # `opt_update(i, g, opt_state)`, `tx.update(...)`, `svi.update(...)`: an optimizer step
-    return name in GRADIENT_CALLS or name.endswith("update") or name.endswith("updates")
-
-
-def _trains(fn, ctx: Ctx, depth: int = 0) -> bool:
-    """The jitted function computes gradients or applies an optimizer, in its body or one call deep."""
-    if fn is None:
-        return False
-    scope = ctx.analysis.scopes.get(fn, ctx.analysis.module_scope)
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Call):
-            if _gradient_call(n):
-                return True
-            if depth == 0:
-                callee = ctx.analysis.resolve_def(n.func, scope)
-                if callee is not None and callee is not fn and _trains(callee, ctx, 1):
-                    return True
-    return False
 
 
 def _read_after(fn: ast.AST, name: str, start: tuple[int, int]) -> bool:
