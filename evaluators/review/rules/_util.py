@@ -48,9 +48,12 @@ def not_per_step(ctx: Ctx, words: tuple[str, ...] = (), sync: bool = True) -> bo
     enclosing loops together at most intent.SMALL_LOOP), once per epoch, dispatches no device
     work for the cost to stall, already waits for the device on every iteration on purpose
     (`block_until_ready` in its body or in a module function it calls; only for host reads,
-    `sync`: a wait does not make a transfer or a copy free), or belongs to a benchmark whose
-    name says it measures this cost (`words`)."""
+    `sync`: a wait does not make a transfer or a copy free), draws a plot on every iteration
+    (only for host reads: matplotlib needs the values on the host and takes far longer than the
+    read), or belongs to a benchmark whose name says it measures this cost (`words`)."""
     if ctx.per_step_body:
+        if sync and _draws(ctx, list(ctx.scope.node.body)):
+            return True
         return bool(words) and _benchmark_named(ctx, words)
     if not ctx.loops:
         return True
@@ -69,6 +72,8 @@ def _not_per_step(ctx: Ctx, words: tuple[str, ...], sync: bool) -> bool:
     if _short_under_guard(ctx):
         return True
     if _report_loop(ctx, inner):
+        return True
+    if sync and _draws(ctx, list(inner.body) if isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) else []):
         return True
     total = 1
     for loop in ctx.loops:
@@ -133,6 +138,28 @@ def _short_under_guard(ctx: Ctx) -> bool:
             return False
         total *= n
     return total <= intent.SMALL_LOOP
+
+
+# Axes and figure methods that draw: a call of one of these on every iteration is a plotting loop.
+PLOT_METHODS = frozenset({"imshow", "plot", "scatter", "contour", "contourf", "pcolormesh", "hist", "bar",
+                          "set_title", "cla", "clf", "pause", "draw", "savefig", "matshow", "quiver"})
+
+
+def _draws(ctx: Ctx, roots: list[ast.AST]) -> bool:
+    """A call into matplotlib (`plt.imshow`, `ax.set_title(...)`) in these statements, outside
+    nested functions: the iteration renders, a host-side cost far above one device read."""
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            q = ctx.analysis.qualname(n.func) or ""
+            if q.startswith("matplotlib.") or (isinstance(n.func, ast.Attribute) and n.func.attr in PLOT_METHODS
+                                               and not q.startswith(("jax.", "numpy."))):
+                return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False
 
 
 def _report_loop(ctx: Ctx, loop: ast.AST) -> bool:
