@@ -29,6 +29,9 @@ from evaluators.review.astutil import _FIELDS, LEAVES, fields
 JIT_NAMES = frozenset({
     "jax.jit", "jax.pmap", "jax.experimental.pjit.pjit", "jax.pjit",
     "flax.nnx.jit", "flax.nnx.pmap", "equinox.filter_jit", "equinox.filter_pmap", "haliax.named_jit",
+    # Objax: `objax.Jit(f, vars)` and `objax.Parallel(f, vars)` compile `f` (jit / pmap) and return
+    # a module whose calls give device arrays; neither takes a donation argument.
+    "objax.Jit", "objax.Parallel",
 })
 # Control flow and staging primitives whose function arguments are compiled into one program,
 # called inside or outside jit. Values: the positions of the function arguments.
@@ -59,6 +62,7 @@ TRACING_NAMES = frozenset({
     "equinox.filter_make_jaxpr", "equinox.filter_shard_map",
     "haliax.vmap", "haliax.named_call",
     "haiku.transform", "haiku.transform_with_state", "haiku.without_apply_rng", "haiku.vmap", "haiku.remat",
+    "objax.Vectorize", "objax.GradValues", "objax.Grad",
 }) | JIT_NAMES | frozenset(COMPILED_BODIES)
 CUSTOM_RULES = frozenset({"jax.custom_jvp", "jax.custom_vjp", "flax.nnx.custom_vjp", "flax.linen.custom_vjp",
                           "equinox.filter_custom_vjp", "equinox.filter_custom_jvp"})

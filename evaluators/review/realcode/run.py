@@ -66,7 +66,7 @@ HELD_OUT_COUNT = 2
 SPLIT_NOTES = {
     "held-out 2": "used in development since round 2 (its unseen round-1 reading is in baseline-round1.txt)",
     "held-out 3": "used in development since round 3 (its unseen reading is in baseline-heldout3.txt)",
-    "held-out 4": "unseen: labelled on the round-4 reviewer, no rule tuned on it (reading kept in baseline-heldout4.txt)",
+    "held-out 4": "used in development since round 5 (its unseen reading is in baseline-heldout4.txt)",
 }
 
 
