@@ -4,7 +4,9 @@ What it does
     Flags `jax.jit(...)` (also `partial(jax.jit, ...)(f)`, `nnx.jit`, `eqx.filter_jit`, and a
     `@jax.jit` def) inside a Python loop when the callable it wraps is made anew on every
     iteration: a lambda, a `functools.partial`, a function transformed again (`jax.grad(f)`), a
-    bound method (`self.step`, `obj.method`), or a function defined inside the loop.
+    bound method (`self.step`, `obj.method`, also of an instance of an imported class made by
+    calling a CapWords name: `strategy = OpenES(...)`, `jax.jit(strategy.ask)`), or a function
+    defined inside the loop.
     Re-wrapping the same function object (a module function, a staticmethod, a module
     attribute such as `jnp.linalg.svd`) is not flagged, nor is `jax.jit(f).lower(...)`, which
     compiles on purpose. Nor is a jit whose options change every iteration
@@ -95,6 +97,8 @@ class JitCreatedInLoop(Rule):
             if cls is None:
                 if a.local_class(wrapped.value) is not None:
                     return None  # `Class.function`: a plain function
+                if _instance_of_imported_class(wrapped, ctx):
+                    return f"the bound method `{ast.unparse(wrapped)}`"
                 return None  # unknown object: may be a stored function, which would be stable
             method = a._method(cls, wrapped.attr)
             if method is None or any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in method.decorator_list):
@@ -124,6 +128,20 @@ class JitCreatedInLoop(Rule):
     @staticmethod
     def _in_loop(at: tuple[int, int], ctx: Ctx) -> bool:
         return any(pos(loop) <= at <= end_pos(loop) for loop in ctx.loops)
+
+
+def _instance_of_imported_class(attr: ast.Attribute, ctx: Ctx) -> bool:
+    """`strategy = OpenES(...)` then `strategy.ask`: the receiver was made by calling a CapWords
+    name (a class, by Python's naming convention) and the attribute is a lower-case name, so it is
+    a method and each access makes a new bound method. A lower-case factory (`tx = optax.adam()`,
+    whose `tx.update` is a stored function) does not count."""
+    b = ctx.analysis.resolve(attr.value.id, ctx.scope, pos(attr))
+    if b is None or b.how != "assign" or b.index is not None or not isinstance(b.value, ast.Call):
+        return False
+    func = b.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return (name[:1].isupper() and any(c.islower() for c in name) and attr.attr[:1].islower()
+            and not attr.attr.startswith("_"))
 
 
 def _short(maker: str) -> str:
