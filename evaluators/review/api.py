@@ -198,7 +198,7 @@ def extract_code_blocks(text: str) -> list[str]:
 
 
 def _parses(src: str) -> bool:
-    from evaluators.review.engine import parse
+    from evaluators.review.astutil import parse
 
     try:
         parse(src)

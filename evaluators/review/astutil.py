@@ -7,6 +7,7 @@ most of the time a review takes after parsing.
 from __future__ import annotations
 
 import ast
+import warnings
 
 # Fields that never hold a node a rule looks at: expression contexts and operators.
 _SKIP = frozenset({"ctx", "op", "ops", "type_comment", "type_ignores"})
@@ -33,3 +34,13 @@ def children(node: ast.AST) -> list[ast.AST]:
         elif isinstance(v, ast.AST):
             out.append(v)
     return out
+
+
+def parse(source: str, path: str = "<unknown>") -> ast.Module:
+    """ast.parse without the compiler's SyntaxWarnings ("invalid escape sequence", "is" with a
+    literal): they are about the reviewed code, would go to the reviewer's stderr, and are not
+    what the user asked for. Every parse of reviewed code (files, notebook cells) goes through here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source, filename=path)

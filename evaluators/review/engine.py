@@ -4,11 +4,10 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import warnings
 from collections.abc import Callable, Iterable
 
 from evaluators.review import context, intent
-from evaluators.review.astutil import _FIELDS, LEAVES, fields
+from evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from evaluators.review.finding import Finding, Note
 from evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx, Rule
 
@@ -177,16 +176,6 @@ def _is_suppressed(f: Finding, marks: dict[int, set[str] | None]) -> bool:
         return False
     codes = marks[f.line]
     return codes is None or any(f.code.startswith(c) for c in codes)
-
-
-def parse(source: str, path: str = "<unknown>") -> ast.Module:
-    """ast.parse without the compiler's SyntaxWarnings ("invalid escape sequence", "is" with a
-    literal): they are about the reviewed code, would go to the reviewer's stderr, and are not
-    what the user asked for."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SyntaxWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return ast.parse(source, filename=path)
 
 
 def check_source(source: str, path: str, rules: Iterable[Rule],

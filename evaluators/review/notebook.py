@@ -8,10 +8,11 @@ A cell that still does not parse is left out with a note; the other cells are re
 """
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass, field
+
+from evaluators.review.astutil import parse
 
 
 class NotebookError(ValueError):
@@ -99,7 +100,7 @@ def _automagics(lines: list[str]) -> list[str]:
 
 def _parses(text: str) -> bool:
     try:
-        ast.parse(text)
+        parse(text)
     except (SyntaxError, ValueError):
         return False
     return True
@@ -129,7 +130,7 @@ def load(text: str) -> NotebookSource:
             text_ = "\n".join(code)
             if not _parses(text_):
                 try:
-                    ast.parse(text_)
+                    parse(text_)
                 except (SyntaxError, ValueError) as exc:
                     where = f"line {exc.lineno}: " if getattr(exc, "lineno", None) else ""
                     skipped.append((number, f"{where}{getattr(exc, 'msg', None) or exc}"))

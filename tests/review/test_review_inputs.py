@@ -213,3 +213,19 @@ def test_newer_python_syntax_is_a_note_not_an_error(tmp_path: Path):
     assert pasted.code == "JM001" and pasted.severity == "info" and "3.12" in pasted.message
     (real,) = review_source("def f(:\n    pass\n")
     assert real.severity == "error" and "cannot parse" in real.message
+
+
+@pytest.mark.parametrize("suffix", [".py", ".ipynb"])
+def test_compiler_warnings_about_reviewed_code_stay_quiet(tmp_path: Path, suffix: str):
+    """`"\\g"` in reviewed code makes the compiler warn (invalid escape sequence); that is about
+    the user's file and must not reach the reviewer's stderr, for files and notebook cells alike
+    (a notebook cell that needs IPython is parsed on its own, a second time)."""
+    import warnings
+
+    code = 'import re\nx = re.sub("a", "\\g<0>", "abc")\n%timeit x\n'
+    path = tmp_path / f"f{suffix}"
+    path.write_text(_nb([("code", code)]) if suffix == ".ipynb" else code.replace("%timeit x\n", ""))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        review_paths([str(path)], jobs=1)
+    assert not [w for w in caught if issubclass(w.category, (SyntaxWarning, DeprecationWarning))]
