@@ -4,8 +4,9 @@ A whole card is often more than 1,000 words; a chat user wants the part about th
 first. The card is cut into units (a bullet, a paragraph); each unit is scored by what it shares
 with the question (identifiers such as `donate_argnums` or `XLA_PYTHON_CLIENT_PREALLOCATE`
 count most: they are the same in every language, and they are what solves the problem) and by
-whether retrieval found its section the closest to the question. The best units, in the card's
-order, open the answer; then the card's first code block; the whole card follows, folded.
+whether retrieval found its section the closest to the question. The card's summary, its short
+answer, comes first; then the best units, in the card's order; then the card's first code block;
+the whole card follows, folded.
 """
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ def score(unit: Unit, q_idents: set[str], q_words: set[str], section_rank: dict[
 
 
 def opening(card: Card, question: str, section_rank: dict[str, float]) -> tuple[list[Unit], str | None]:
-    """The units that answer `question` best (in the card's order) and the code block to show.
+    """The card's summary, the units that answer `question` best (in the card's order) and the
+    code block to show.
 
     `section_rank`: a bonus per section, from where retrieval found the card closest to the
     question (e.g. {"caveats": 1.0}); sections not in it get none."""
@@ -81,6 +83,11 @@ def opening(card: Card, question: str, section_rank: dict[str, float]) -> tuple[
     # A card's "What to do" holds its fixes: it leads unless another part speaks to the question more.
     section_rank = {**section_rank, "what": section_rank.get("what", 0.0) + WHAT_BONUS}
     found = units(card)
+    summary = found[0]
+    # The summary is the card's short answer and names its main fix: it always opens. Chosen only
+    # when it scored best before, it missed key facts it holds (real set, key fact in the first
+    # 800 characters, all parts: 0.743 -> 0.785; held-out half 0.731 -> 0.761).
+    found = found[1:]
     ranked = sorted(found, key=lambda u: (-score(u, q_idents, q_words, section_rank), u.order))
     chosen, used = [], 0
     for u in ranked:
@@ -91,12 +98,13 @@ def opening(card: Card, question: str, section_rank: dict[str, float]) -> tuple[
         chosen.append(u)
         used += len(u.text)
     if not chosen or score(chosen[0], q_idents, q_words, section_rank) <= 0:
-        # nothing in the card speaks to the question more than the rest: its summary and first advice
-        chosen = [u for u in found if u.section in ("summary", "what")][:2]
+        # nothing in the card speaks to the question more than the rest: its first advice
+        chosen = [u for u in found if u.section == "what"][:1]
+        used = sum(len(u.text) for u in chosen)
     first_fix = next((u for u in found if u.section == "what"), None)
     if first_fix is not None and first_fix not in chosen and used + len(first_fix.text) <= LEAD_CHARS + 250:
         chosen.append(first_fix)  # the card's first fix, when the best parts were about something else
-    chosen.sort(key=lambda u: u.order)
+    chosen = [summary, *sorted(chosen, key=lambda u: u.order)]
     how = next((s for s in card.sections if s.key == "how"), None)
     block = FENCE_RE.search(how.text) if how else None
     return chosen, _shorten(block.group(0)) if block else None
