@@ -27,3 +27,13 @@ def test_the_closest_section_alone_does_not_pull_its_units_into_the_opening():
 def test_a_unit_that_names_the_questions_identifier_leads():
     units, _ = opening(card("gpu-preallocation"), "does XLA_PYTHON_CLIENT_PREALLOCATE work on TPU?", {})
     assert any("XLA_PYTHON_CLIENT_PREALLOCATE" in u.text for u in units)
+
+
+def test_the_summary_opens_even_when_other_parts_match_the_question_better():
+    # The error text matches a caveat about non-memory causes best; the card's short answer, which
+    # names the fix (the memory fraction, preallocation), must still open the answer.
+    q = "`FAILED_PRECONDITION: DNN library initialization failed. Look at the errors above` at my first PRNGKey call"
+    units, _ = opening(card("cuda-init-failures"), q, {"caveats": 1.0})
+    assert units[0].section == "summary"
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" in units[0].text
+    assert len(units) > 1, "the parts that match the question follow the summary"
