@@ -1,0 +1,27 @@
+# Copyright 2019 Google LLC
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     https://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Public `neural_tangents.predict` API. See `_src/predict.py` for details."""
+
+from ._src.predict import (
+    gradient_descent,
+    gradient_descent_mse,
+    gradient_descent_mse_ensemble,
+    gp_inference,
+
+    max_learning_rate,
+
+    ODEState,
+    Gaussian
+)

@@ -1,0 +1,1 @@
+from tasks.eval_harness import EvalHarnessAdaptor
