@@ -80,6 +80,13 @@ class TimingWithoutBlockUntilReady(Rule):
         for i, stmt in enumerate(body):
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                     and self._is_timer(stmt.value, ctx)):
+                # `end = time.time()` ... `end - start`: the timer is read here, the subtraction
+                # comes later. That closes a region from `start`; `start` stays open, since a later
+                # `time.time() - start` may time the whole, and `end` may start the next region.
+                later = body[i + 1:]
+                for name, start in list(starts.items()):
+                    if any(self._difference(s, stmt.targets[0].id, name) for s in later):
+                        self._region(body, start, i, name, stmt, stmt.value, ctx)
                 starts[stmt.targets[0].id] = i
                 continue
             if not starts or hasattr(stmt, "body"):
@@ -89,25 +96,38 @@ class TimingWithoutBlockUntilReady(Rule):
                 if stop is None:
                     continue
                 del starts[name]
-                runs, waited, jitted = self._scan(body[start + 1:i], ctx)
-                if not waited and self._stop_waits(stmt, stop, ctx):
-                    waited = True
-                if not runs:
-                    continue
-                if not waited:
-                    if not _names_compilation(stmt):
-                        ctx.report(self, stop)
-                    continue
-                if ctx.loops:
-                    continue  # timed on every iteration: only the first includes compilation
-                if self._reset_inside(body[start + 1:i], name, ctx):
-                    continue  # `t0 = time.time()` again after the first batch: compilation is out
-                warmed = self._warmed(body[start], ctx)
-                first = next((f for f in jitted if f not in warmed), None)
-                if first:
-                    # Information only: a training script timing its whole run may want compilation in.
-                    ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix,
-                               severity="info", func=first)
+                self._region(body, start, i, name, stmt, stop, ctx)
+
+    def _region(self, body: list[ast.stmt], start: int, i: int, name: str, stmt: ast.stmt, stop: ast.AST,
+                ctx: Ctx) -> None:
+        """The statements between the timer's start (body[start]) and where it is read (body[i])."""
+        runs, waited, jitted = self._scan(body[start + 1:i], ctx)
+        if not waited and self._stop_waits(stmt, stop, ctx):
+            waited = True
+        if not runs:
+            return
+        if not waited:
+            if not _names_compilation(stmt) and not any(_names_compilation(s) for s in body[i + 1:]
+                                                        if self._difference(s, None, name)):
+                ctx.report(self, stop)
+            return
+        if ctx.loops:
+            return  # timed on every iteration: only the first includes compilation
+        if self._reset_inside(body[start + 1:i], name, ctx):
+            return  # `t0 = time.time()` again after the first batch: compilation is out
+        warmed = self._warmed(body[start], ctx)
+        first = next((f for f in jitted if f not in warmed), None)
+        if first:
+            # Information only: a training script timing its whole run may want compilation in.
+            ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix,
+                       severity="info", func=first)
+
+    @staticmethod
+    def _difference(stmt: ast.stmt, end: str | None, start: str) -> bool:
+        """`end - start` somewhere in the statement (any `... - start` when `end` is None)."""
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.right, ast.Name)
+                   and n.right.id == start and (end is None or (isinstance(n.left, ast.Name) and n.left.id == end))
+                   for n in ast.walk(stmt))
 
     def _reset_inside(self, stmts: list[ast.stmt], name: str, ctx: Ctx) -> bool:
         """The timer is started again inside the region (in a loop or branch)."""
