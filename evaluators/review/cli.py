@@ -18,9 +18,10 @@ def _split(values: tuple[str, ...]) -> list[str]:
 
 def rules_table() -> str:
     """The rule list, generated from the rule modules (never written by hand elsewhere)."""
-    rows = ["| code | name | topic | severity | message |", "|---|---|---|---|---|"]
+    rows = ["| code | name | topic | severity | default | message |", "|---|---|---|---|---|---|"]
     for r in registry.all_rules():
-        rows.append(f"| {r.code} | {r.name} | {r.topic} | {r.severity} | {r.message} |")
+        on = "on" if r.default else "opt-in"
+        rows.append(f"| {r.code} | {r.name} | {r.topic} | {r.severity} | {on} | {r.message} |")
     return "\n".join(rows) + "\n"
 
 

@@ -42,13 +42,16 @@ def _check_prefixes(prefixes: list[str], option: str) -> None:
 
 
 def select(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
-    """Rules whose code starts with a selected prefix and with no ignored prefix (ruff-style)."""
+    """Rules whose code starts with a selected prefix and with no ignored prefix (ruff-style).
+    Without a selection, the default set; a selection (`JM501`, `JM5`, `ALL`) also picks opt-in rules."""
     sel = [s.strip().upper() for s in (select or []) if s.strip()]
     ign = [s.strip().upper() for s in (ignore or []) if s.strip()]
     _check_prefixes(sel, "--select")
     _check_prefixes(ign, "--ignore")
     out = []
     for rule in all_rules():
+        if not sel and not rule.default:
+            continue
         if sel and "ALL" not in sel and not any(rule.code.startswith(p) for p in sel):
             continue
         if "ALL" in ign or any(rule.code.startswith(p) for p in ign):

@@ -37,6 +37,10 @@ class Rule:
     # For Call rules: the resolved names (or "prefix." entries) of the functions the rule is
     # about; the engine calls `check` only for those calls. Empty: every call.
     call_names: ClassVar[frozenset[str]] = frozenset()
+    # In the default set (what `jaxmem review` runs without --select). A rule whose cost depends
+    # on sizes the source does not show, and which found no real problem on the real-code
+    # benchmark (evaluators/review/realcode/), is opt-in: `--select JMxxx`, a prefix or ALL.
+    default: ClassVar[bool] = True
 
     @property
     def doc(self) -> str:

@@ -62,7 +62,7 @@ def test_fixture_folders_name_existing_rules():
 def test_fixture(path: Path):
     code = path.parent.name
     rel = f"{code}/{path.name}"
-    findings = review_source(path.read_text(encoding="utf-8"), rel)
+    findings = review_source(path.read_text(encoding="utf-8"), rel, select=["ALL"])  # opt-in rules too
     fired = [f for f in findings if f.code == code]
     if path.name.startswith("bad_"):
         assert fired, f"{rel}: {code} did not fire"
@@ -83,11 +83,22 @@ def test_realistic_clean_code_raises_nothing(path: Path):
 
 def test_readmes_state_the_rule_count_of_the_registry():
     """The rule count in prose is checked against the registry, never trusted."""
-    n = len(RULES)
+    n, on = len(RULES), sum(r.default for r in RULES)
     top = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert re.search(rf"`jaxmem review` runs {n} static rules", top), f"README.md must say it runs {n} rules"
+    assert re.search(rf"`jaxmem review` runs {on} static rules by default \({n - on} more opt-in\)", top), \
+        f"README.md must say it runs {on} rules by default ({n - on} more opt-in)"
     own = (ROOT / "evaluators" / "review" / "README.md").read_text(encoding="utf-8")
     assert re.search(rf"The registry holds {n} rules", own), f"evaluators/review/README.md must say {n} rules"
+
+
+def test_opt_in_rules_run_only_when_selected():
+    opt_in = {r.code for r in RULES if not r.default}
+    assert opt_in, "the benchmark-measured opt-in rules exist"
+    assert not opt_in & {r.code for r in registry.select()}, "the default set leaves opt-in rules out"
+    assert opt_in <= {r.code for r in registry.select(["ALL"])}
+    for code in opt_in:
+        assert [r.code for r in registry.select([code])] == [code]
+        assert "Opt-in" in registry.by_code()[code].doc, f"{code}: the docs say why it is opt-in"
 
 
 def test_select_and_ignore_by_prefix():

@@ -67,7 +67,7 @@ SPLIT_NOTES = {
     "held-out 2": "used in development since round 2 (its unseen round-1 reading is in baseline-round1.txt)",
     "held-out 3": "used in development since round 3 (its unseen reading is in baseline-heldout3.txt)",
     "held-out 4": "used in development since round 5 (its unseen reading is in baseline-heldout4.txt)",
-    "held-out 5": "unseen: labelled on the round-5 reviewer, no rule tuned on it (reading kept in baseline-heldout5.txt)",
+    "held-out 5": "used in development since round 6 (its unseen reading is in baseline-heldout5.txt)",
 }
 
 
