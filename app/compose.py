@@ -76,14 +76,21 @@ def compose_card_answer(
     return _links("\n\n".join(out), card_url)
 
 
-def compose_lead(main: Card, question: str, section_rank: dict[str, float], card_url, fallback_note: str = "") -> str:
-    """The opening: the card's parts that answer this question, then its first code block."""
+def compose_lead(main: Card, question: str, section_rank: dict[str, float], card_url, fallback_note: str = "",
+                 alternative: Card | None = None) -> str:
+    """The opening: the card's summary and the parts that answer this question, then its first
+    code block. `alternative`: a second card that fits the question about as well; its short
+    answer follows the main card's summary."""
     from app.focus import opening
 
     chosen, code = opening(main, question, section_rank)
     out = [f"_{fallback_note}_\n"] if fallback_note else []
     out.append(f"### {main.meta.title}\n")
-    out += [u.text for u in chosen]
+    texts = [u.text for u in chosen]
+    if alternative is not None:
+        texts.insert(1, f"**{label(main.lang, 'rather_about')}: {alternative.meta.title}.** "
+                        f"{alternative.meta.summary.strip()}")
+    out += texts
     if code:
         out.append(code)
     return _links("\n\n".join(out), card_url)

@@ -52,6 +52,12 @@ class Intent:
         s = self.scores(vector)
         return [self.classes[i] for i in np.argsort(-s) if not self._scope[i]]
 
+    def score_of(self, vector, topics: list[str]) -> list[float]:
+        """The classifier's scores of these card topics (-inf for one it does not know)."""
+        s = self.scores(vector)
+        index = {c: i for i, c in enumerate(self.classes)}
+        return [float(s[index[t]]) if t in index else float("-inf") for t in topics]
+
     def scope_margin(self, vector) -> tuple[float, str]:
         """Best out-of-scope area's score minus the best card's, and that area's id."""
         s = self.scores(vector)

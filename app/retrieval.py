@@ -64,6 +64,9 @@ class SearchResult:
     # The question classifier's best out-of-scope area score minus its best card score (-inf without one)
     intent_scope: float = float("-inf")
     intent_scope_id: str = ""
+    # The classifier's score of the first card minus the second's: small when two cards fit the
+    # question about equally (then the answer opens with both short answers; app/advisor.py).
+    intent_gap: float = float("inf")
 
 
 class Lexical:
@@ -237,7 +240,7 @@ class Retriever:
             ch.chunks.append(hit)
             ch.langs.add(hit.metadata["lang"])
         ranked = sorted(cards.values(), key=lambda c: -c.score)
-        intent_scope, intent_scope_id = float("-inf"), ""
+        intent_scope, intent_scope_id, intent_gap = float("-inf"), "", float("inf")
         intent = self.intent if vector is not None else None
         if intent is not None:
             # Second fusion, per card: the ranking above and the classifier's ranking of all cards.
@@ -250,6 +253,9 @@ class Retriever:
                 cards[topic].score = score
             ranked = sorted(cards.values(), key=lambda c: -c.score)
             intent_scope, intent_scope_id = intent.scope_margin(vector)
+            if len(ranked) > 1:
+                gap = intent.score_of(vector, [ranked[0].card, ranked[1].card])
+                intent_gap = gap[0] - gap[1]
         return SearchResult(ranked[:k], seeds, scope, scope_id, similarity=prose[0].score if prose else 0.0,
                             scope_question=scope_q, scope_question_id=scope_q_id, card_question=card_q,
-                            intent_scope=intent_scope, intent_scope_id=intent_scope_id)
+                            intent_scope=intent_scope, intent_scope_id=intent_scope_id, intent_gap=intent_gap)

@@ -100,3 +100,23 @@ def test_answers_show_the_recorded_verifier_evidence(full_advisor):
     ev = ans.citations[0].evidence
     assert ev and ev["backend"] and ev["summary"].startswith(f"verified on {ev['backend']}, jax ")
     assert ev["summary"] in ans.answer
+
+
+@pytest.mark.parametrize("gap", [0.0, 1.0])
+def test_two_cards_that_fit_alike_both_open_the_answer(full_advisor, monkeypatch, gap):
+    """When the classifier scores the first two cards about equally, the second card's short
+    answer follows the first one's summary inside the opening; otherwise it stays in the citations."""
+    from dataclasses import replace
+
+    from app.advisor import AMBIGUOUS_INTENT_GAP
+
+    search = full_advisor.retriever.search
+    monkeypatch.setattr(full_advisor.retriever, "search",
+                        lambda *a, **kw: replace(search(*a, **kw), intent_gap=gap))
+    ans = full_advisor.ask("How do I free GPU memory that JAX still holds after my loop?")
+    assert not ans.abstained and len(ans.citations) > 1
+    second = ans.citations[1]
+    shown = f"If it is rather about: {second.title}." in ans.lead
+    assert shown == (gap <= AMBIGUOUS_INTENT_GAP), ans.lead[:600]
+    if shown:
+        assert ans.lead.index(ans.citations[0].summary.strip()[:60]) < ans.lead.index(second.title)
