@@ -114,9 +114,13 @@ def time_make_test(clone: Path, env: dict) -> dict:
     t0 = time.monotonic()
     proc = subprocess.run(["make", "test"], cwd=clone, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - t0
+    # The whole output stays beside the clone: a failure here must be readable afterwards.
+    (clone / "make-test.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
     tail = (proc.stdout + proc.stderr).strip().splitlines()
     summary = next((line for line in reversed(tail) if re.search(r"\d+ (passed|failed)", line)), tail[-1] if tail else "")
-    return {"test_s": elapsed, "rc": proc.returncode, "summary": summary.strip("= ")}
+    failed = [line for line in tail if line.startswith("FAILED ")]
+    return {"test_s": elapsed, "rc": proc.returncode, "summary": summary.strip("= "),
+            "failed": failed, "log": str(clone / "make-test.log")}
 
 
 def main():
@@ -142,6 +146,9 @@ def main():
         print(f"{name:{width}}  {value:>7}  {note}")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     if not args.skip_test and test["rc"] != 0:
+        for line in test["failed"]:
+            print(line)
+        print(f"the whole output of make test: {test['log']}")
         sys.exit(1)
 
 

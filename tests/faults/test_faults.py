@@ -61,7 +61,9 @@ def test_an_ingest_killed_at_random_points_leaves_an_index_that_answers(shared_e
     duration = time.monotonic() - t
     rng = random.Random(11)
     killed_after, answered = [], 0
-    for trial in range(TRIALS):
+    for trial in range(2 * TRIALS):
+        if sum(d is not None for d in killed_after) >= TRIALS:
+            break
         rewrite_every_card(corpus, trial)  # new text: the sync must embed and replace chunks
         delay = rng.uniform(0.2, 0.95) * duration
         proc = subprocess.Popen(jaxmem("ingest"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -70,6 +72,10 @@ def test_an_ingest_killed_at_random_points_leaves_an_index_that_answers(shared_e
         finished = proc.poll() is not None
         if not finished:
             os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            # The timing run was slower than this one (a busy machine): aim the next kills earlier,
+            # so the trials still interrupt the ingest mid-run rather than after it finished.
+            duration *= 0.7
         proc.wait()
         killed_after.append(None if finished else round(delay, 1))
         q, right, ans = ask_once(env)  # a fresh process, as a web or Slack worker that starts now
@@ -83,11 +89,11 @@ def test_an_ingest_killed_at_random_points_leaves_an_index_that_answers(shared_e
     assert store.info()["chunks"] == len(corpus_documents(corpus)), "the re-run did not complete the sync"
     assert store.fingerprint() is not None
     mid = [d for d in killed_after if d is not None]
-    assert len(mid) >= 10, killed_after  # most kills landed while the ingest was still running
+    assert len(mid) >= 10, killed_after  # the kills landed while the ingest was still running
     with capsys.disabled():
         print(f"\n[faults] ingest (an uninterrupted run: {duration:.1f} s) killed (SIGKILL) {len(mid)} times "
               f"mid-run at {sorted(mid)} s "
-              f"({TRIALS - len(mid)} runs had finished): {answered}/{TRIALS} fresh processes answered right "
+              f"({len(killed_after) - len(mid)} runs had finished): {answered}/{len(killed_after)} fresh processes answered right "
               f"after the kill; the re-run completed the sync ({json.loads(final.stdout)['chunks']} chunks)")
 
 
