@@ -11,6 +11,7 @@ as multinomial logistic regression (main + real-dev recall, summed: 5.313 agains
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ class Intent:
     def __init__(self, classes: list[str], weights: np.ndarray):
         self.classes, self.weights = classes, weights
         self._scope = np.array([c.startswith(SCOPE_PREFIX) for c in classes])
+        self._index = {c: i for i, c in enumerate(classes)}
 
     @classmethod
     def fit(cls, vectors: np.ndarray, labels: list[str], ridge: float = RIDGE) -> "Intent":
@@ -47,24 +49,41 @@ class Intent:
     def scores(self, vector) -> np.ndarray:
         return (_with_bias(np.asarray(vector, dtype=np.float32)[None]) @ self.weights)[0]
 
-    def topics(self, vector) -> list[str]:
-        """Card topics, best first (out-of-scope areas left out)."""
-        s = self.scores(vector)
-        return [self.classes[i] for i in np.argsort(-s) if not self._scope[i]]
+    def read(self, vector) -> "Reading":
+        """One question's scores, computed once for everything retrieval asks of them."""
+        return Reading(self, self.scores(vector))
 
-    def score_of(self, vector, topics: list[str]) -> list[float]:
-        """The classifier's scores of these card topics (-inf for one it does not know)."""
-        s = self.scores(vector)
-        index = {c: i for i, c in enumerate(self.classes)}
-        return [float(s[index[t]]) if t in index else float("-inf") for t in topics]
+    def topics(self, vector) -> list[str]:
+        return self.read(vector).topics()
 
     def scope_margin(self, vector) -> tuple[float, str]:
+        return self.read(vector).scope_margin()
+
+
+@dataclass(frozen=True)
+class Reading:
+    intent: Intent
+    scores: np.ndarray
+
+    def topics(self) -> list[str]:
+        """Card topics, best first (out-of-scope areas left out)."""
+        i = self.intent
+        return [i.classes[j] for j in np.argsort(-self.scores) if not i._scope[j]]
+
+    def scope_margin(self) -> tuple[float, str]:
         """Best out-of-scope area's score minus the best card's, and that area's id."""
-        s = self.scores(vector)
-        if not self._scope.any() or self._scope.all():
+        i, s = self.intent, self.scores
+        if not i._scope.any() or i._scope.all():
             return float("-inf"), ""
-        best = int(np.argmax(np.where(self._scope, s, -np.inf)))
-        return float(s[best] - s[~self._scope].max()), self.classes[best]
+        best = int(np.argmax(np.where(i._scope, s, -np.inf)))
+        return float(s[best] - s[~i._scope].max()), i.classes[best]
+
+    def gap(self, first: str, second: str) -> float:
+        """Score of card `first` minus that of `second` (inf when the classifier lacks either)."""
+        index = self.intent._index
+        if first not in index or second not in index:
+            return float("inf")
+        return float(self.scores[index[first]] - self.scores[index[second]])
 
 
 def _with_bias(x: np.ndarray) -> np.ndarray:

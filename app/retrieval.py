@@ -246,16 +246,16 @@ class Retriever:
             # Second fusion, per card: the ranking above and the classifier's ranking of all cards.
             # A card only the classifier proposes enters without chunks (its summary answers).
             fused_cards = {c.card: 1.0 / (RRF_K + rank) for rank, c in enumerate(ranked)}
-            for rank, topic in enumerate(intent.topics(vector)):
+            reading = intent.read(vector)  # one matrix product for the ranking, the scope and the gap
+            for rank, topic in enumerate(reading.topics()):
                 fused_cards[topic] = fused_cards.get(topic, 0.0) + INTENT_WEIGHT / (RRF_K + rank)
                 cards.setdefault(topic, CardHit(topic, 0.0, best_dense.get(topic, 0.0)))
             for topic, score in fused_cards.items():
                 cards[topic].score = score
             ranked = sorted(cards.values(), key=lambda c: -c.score)
-            intent_scope, intent_scope_id = intent.scope_margin(vector)
+            intent_scope, intent_scope_id = reading.scope_margin()
             if len(ranked) > 1:
-                gap = intent.score_of(vector, [ranked[0].card, ranked[1].card])
-                intent_gap = gap[0] - gap[1]
+                intent_gap = reading.gap(ranked[0].card, ranked[1].card)
         return SearchResult(ranked[:k], seeds, scope, scope_id, similarity=prose[0].score if prose else 0.0,
                             scope_question=scope_q, scope_question_id=scope_q_id, card_question=card_q,
                             intent_scope=intent_scope, intent_scope_id=intent_scope_id, intent_gap=intent_gap)
