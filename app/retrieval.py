@@ -176,7 +176,28 @@ class Retriever:
         if not asked:
             return Intent([], np.zeros((0, 0), dtype=np.float32))
         return Intent.fit(np.array([h.embedding for h in asked], dtype=np.float32),
-                          [h.metadata["card"] for h in asked])
+                          [h.metadata["card"] for h in asked], terms=self._question_terms([h.text for h in asked]))
+
+    def _question_terms(self, texts: list[str]):
+        """The stored questions' latent terms as a sparse matrix (None for a backend without them):
+        from the corpus's shipped vectors, computed only for questions not shipped there."""
+        from scipy.sparse import csr_matrix
+
+        from ingest.embed import has_terms
+        from ingest.vectors import Artifact, artifact_path, terms_key
+
+        if not has_terms(self.embeddings):
+            return None
+        shipped = Artifact.load(artifact_path(self.store.settings.corpus_dir, self.embeddings.name))
+        if shipped is not None and shipped.model != self.embeddings.name:
+            shipped = None
+        rows = [(shipped.terms(terms_key(t)) if shipped is not None else None) or self.embeddings.terms(t)
+                for t in texts]
+        indptr = np.cumsum([0] + [len(i) for i, _ in rows])
+        indices = np.concatenate([i for i, _ in rows]).astype(np.int32) if rows else np.zeros(0, np.int32)
+        data = np.concatenate([v for _, v in rows]).astype(np.float32) if rows else np.zeros(0, np.float32)
+        width = int(indices.max()) + 1 if len(indices) else 1
+        return csr_matrix((data, indices, indptr), shape=(len(texts), width))
 
     @cached_property
     def _pool(self) -> ThreadPoolExecutor:
@@ -246,7 +267,10 @@ class Retriever:
             # Second fusion, per card: the ranking above and the classifier's ranking of all cards.
             # A card only the classifier proposes enters without chunks (its summary answers).
             fused_cards = {c.card: 1.0 / (RRF_K + rank) for rank, c in enumerate(ranked)}
-            reading = intent.read(vector)  # one matrix product for the ranking, the scope and the gap
+            # one reading for the ranking, the scope and the gap; the latent terms cost a second
+            # forward pass of the model (~0.05-0.1 s), taken only where the classifier uses them
+            terms = self.embeddings.terms(query) if intent.terms is not None else None
+            reading = intent.read(vector, terms)
             for rank, topic in enumerate(reading.topics()):
                 fused_cards[topic] = fused_cards.get(topic, 0.0) + INTENT_WEIGHT / (RRF_K + rank)
                 cards.setdefault(topic, CardHit(topic, 0.0, best_dense.get(topic, 0.0)))

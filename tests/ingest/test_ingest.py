@@ -2,6 +2,7 @@
 deletion, interruption, backend mismatch."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ingest.errors import BackendMismatch
@@ -96,6 +97,34 @@ def test_changed_card_reembeds_only_its_changed_chunks(mini_settings, nano):
     refreshed = embed_corpus(mini_settings, show_progress=False)
     assert refreshed["added"] == 1 and refreshed["dropped"] == 1 and refreshed["kept"] == stats["chunks"] - 1
     assert check_vectors(mini_settings) == []
+
+
+def test_shipped_vectors_carry_the_stored_questions_latent_terms(mini_settings, nano):
+    """The question classifier's second view (app/intent.py) needs every stored question's latent
+    terms: they ship beside the vectors, `corpus check` names a question without them, and
+    `corpus embed` adds them."""
+    from ingest.pipeline import check_vectors, corpus_documents, embed_corpus, side
+    from ingest.vectors import Artifact, artifact_path, terms_key
+
+    path = artifact_path(mini_settings.corpus_dir, nano.name)
+    questions = [d.page_content for d in corpus_documents(mini_settings.corpus_dir) if side(d) == "query"]
+    art = Artifact.load(path)
+    assert questions and all(art.terms(terms_key(q)) is not None for q in questions)
+    idx, val = art.terms(terms_key(questions[0]))
+    fresh_idx, fresh_val = nano.terms(questions[0])
+    assert sorted(idx) == sorted(fresh_idx)  # the same terms as the model gives, values as float16
+    np.testing.assert_allclose(val[np.argsort(idx)], fresh_val[np.argsort(fresh_idx)], rtol=2e-3)
+    # an artifact written without them (an older one): every file with questions is named
+    from ingest.vectors import write
+
+    write(path, art.model, [(k, art.raw(k)) for k in art.rows])
+    problems = check_vectors(mini_settings)
+    assert problems and all("corpus embed" in str(p) for p in problems)
+    assert {str(p).split(" <- ")[1].split(":")[0] for p in problems} == {
+        d.metadata["source"] for d in corpus_documents(mini_settings.corpus_dir) if side(d) == "query"}
+    stats = embed_corpus(mini_settings, show_progress=False)
+    assert stats["terms"] == len(set(questions)) and stats["embedded"] == 0 and check_vectors(mini_settings) == []
+    assert Artifact.load(path).terms(terms_key(questions[0])) is not None
 
 
 def test_deleted_card_disappears_from_the_index(mini_settings, nano):
