@@ -19,9 +19,9 @@ scores on-topic declines on real dev doubled (4.7 -> 9.4 %). Figures: README, "M
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-from pathlib import Path
 
 from app import stamped
 

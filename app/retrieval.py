@@ -184,13 +184,12 @@ class Retriever:
         from scipy.sparse import csr_matrix
 
         from ingest.embed import has_terms
-        from ingest.vectors import Artifact, artifact_path, terms_key
+        from ingest.pipeline import shipped_artifact
+        from ingest.vectors import terms_key
 
         if not has_terms(self.embeddings):
             return None
-        shipped = Artifact.load(artifact_path(self.store.settings.corpus_dir, self.embeddings.name))
-        if shipped is not None and shipped.model != self.embeddings.name:
-            shipped = None
+        shipped = shipped_artifact(self.store.settings, self.embeddings.name)
         rows = [(shipped.terms(terms_key(t)) if shipped is not None else None) or self.embeddings.terms(t)
                 for t in texts]
         indptr = np.cumsum([0] + [len(i) for i, _ in rows])
