@@ -193,8 +193,8 @@ class Retriever:
         rows = [(shipped.terms(terms_key(t)) if shipped is not None else None) or self.embeddings.terms(t)
                 for t in texts]
         indptr = np.cumsum([0] + [len(i) for i, _ in rows])
-        indices = np.concatenate([i for i, _ in rows]).astype(np.int32) if rows else np.zeros(0, np.int32)
-        data = np.concatenate([v for _, v in rows]).astype(np.float32) if rows else np.zeros(0, np.float32)
+        indices = np.concatenate([i for i, _ in rows]).astype(np.int32)  # texts: never empty (see _fit_intent)
+        data = np.concatenate([v for _, v in rows]).astype(np.float32)
         width = int(indices.max()) + 1 if len(indices) else 1
         return csr_matrix((data, indices, indptr), shape=(len(texts), width))
 

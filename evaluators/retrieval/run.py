@@ -156,12 +156,6 @@ class Remembered:
             self._terms[text] = self.inner.terms(text)
         return self._terms[text]
 
-    @property
-    def has_terms(self) -> bool:
-        from ingest.embed import has_terms
-
-        return has_terms(self.inner)
-
 
 def run_eval(settings: Settings | None = None, baselines: bool = True, questions: list[dict] | None = None) -> dict:
     from app.advisor import Advisor
