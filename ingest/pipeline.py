@@ -166,6 +166,10 @@ def _ingest(settings: Settings, *, rebuild: bool, show_progress: bool | None, em
     try:
         for kind in KINDS:
             part = [d for d in docs if kind_of(d.metadata) == kind]
+            repaired = store.reconcile(kind)
+            if repaired["orphans"]:
+                totals["num_deleted"] += repaired["orphans"]
+                store.bump_generation()  # readers elsewhere reload: chunks were deleted
             result = index(part, store.record_manager(kind), store.vector_store(kind, served), cleanup="full",
                            source_id_key="source", batch_size=256, key_encoder="sha256")
             for k in totals:

@@ -327,6 +327,25 @@ class Store:
         rm.create_schema()
         return rm
 
+    def reconcile(self, kind: str) -> dict:
+        """Make the record manager and the collection agree before a sync (what a killed run left).
+
+        LangChain's `index` writes a batch's vectors first and records their keys after: a run killed
+        in between leaves chunks in Chroma that no record names, and `cleanup="full"` only deletes
+        what is recorded, so once the text changed they stayed for good (a kill-test CI run ended
+        with 61 chunks for a corpus of 45). Those are deleted here; a recorded key whose chunk is not
+        in the collection is forgotten, so the sync adds it again."""
+        rm = self.record_manager(kind)
+        col = self.collection(kind)
+        stored = set(self._wrap(col.get, include=[])["ids"])
+        recorded = set(rm.list_keys())
+        orphans, lost = sorted(stored - recorded), sorted(recorded - stored)
+        if orphans:
+            self._wrap(col.delete, ids=orphans)
+        if lost:
+            rm.delete_keys(lost)
+        return {"orphans": len(orphans), "lost": len(lost)}
+
     # ---- read side ----------------------------------------------------------------------------
     def query(self, embedding: list[float], k: int, kind: str = "text", documents: bool = True) -> list[Hit]:
         col = self.collection(kind)

@@ -178,6 +178,45 @@ def test_interrupted_ingest_leaves_the_previous_index_usable(mini_settings, nano
     assert len(Store(mini_settings).all_chunks()) == stats["chunks"]
 
 
+def rewrite_cards(settings, mark):
+    for path in (settings.corpus_dir / "cards").glob("*/*.md"):
+        path.write_text(path.read_text(encoding="utf-8").replace("GPU", f"GPU-{mark}"), encoding="utf-8")
+
+
+def test_a_run_killed_between_writing_vectors_and_recording_them_leaves_no_orphans(mini_settings, nano, monkeypatch,
+                                                                                  tmp_path):
+    """LangChain's index() writes a batch to Chroma, then records its keys: a kill in between left
+    chunks no record names, which `cleanup="full"` never deletes (CI once ended with 61 chunks for
+    45). The next sync must remove them, and re-add a recorded chunk that Chroma lost."""
+    from langchain_chroma import Chroma
+
+    ingest(mini_settings, embeddings=nano, show_progress=False)
+    monkeypatch.setenv("JAXMEM_EMBED_CACHE", str(tmp_path / "cold-cache"))
+    rewrite_cards(mini_settings, "a")
+    real_add = Chroma.add_documents
+
+    def add_then_die(self, documents, **kwargs):
+        real_add(self, documents, **kwargs)
+        raise Boom("killed after the vectors were written")
+
+    monkeypatch.setattr(Chroma, "add_documents", add_then_die)
+    with pytest.raises(Boom):
+        ingest(mini_settings, embeddings=nano, show_progress=False)
+    monkeypatch.setattr(Chroma, "add_documents", real_add)
+    store = Store(mini_settings)
+    written = len(store.all_chunks())
+    rewrite_cards(mini_settings, "b")  # the orphans' text is gone from the corpus: no run re-records them
+    # and a recorded chunk the collection lost (the other way round)
+    lost = store.all_chunks(kinds=("questions",))[0]
+    store.collection("questions").delete(ids=[lost.id])
+    stats = ingest(mini_settings, embeddings=nano, show_progress=False)
+    chunks = Store(mini_settings).all_chunks()
+    assert written > 0 and len(chunks) == stats["chunks"], (written, len(chunks), stats)
+    assert stats["deleted"] > 0
+    texts = {h.text for h in chunks}
+    assert lost.text in texts and not any("GPU-a" in t for t in texts)
+
+
 class OtherModel:
     name, dim = "st/some-other-model", 768
 
