@@ -9,8 +9,10 @@ LangChain's `SQLRecordManager`, which creates it itself, in the same database.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import JSON, Column, Index, MetaData, String, Table, Text, create_engine, event, text
@@ -130,6 +132,25 @@ def _migrated(eng: Engine) -> Engine:
             "Check JAXMEM_DATABASE_URL (and that the server runs), or unset it for the SQLite file in the data "
             "directory.") from None
     return eng
+
+
+@contextmanager
+def exclusive(settings: Settings, name: str):
+    """Hold the lock `name` against every process on every host that uses this PostgreSQL database
+    (a session advisory lock: released when the block ends or the process dies with its
+    connection). With SQLite it does nothing: that file is one machine's, and callers lock files."""
+    if not url_of(settings).startswith("postgresql"):
+        yield
+        return
+    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+    with engine(settings).connect() as con:
+        con.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+        con.commit()  # the lock is the session's: no transaction stays open while it is held
+        try:
+            yield
+        finally:
+            con.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            con.commit()
 
 
 def _safe(url: str) -> str:

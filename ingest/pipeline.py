@@ -112,11 +112,20 @@ def shipped_artifact(settings: Settings, backend: str) -> Artifact | None:
 @contextmanager
 def one_ingest_at_a_time(settings: Settings):
     """Two syncs of one index at once would each delete what the other added: the second waits.
-    (A lock file in the data directory: it covers the processes of one machine.)"""
+    A lock file in the data directory covers the processes of one machine; replicas on several
+    hosts that sync one Chroma server also wait for each other through the shared PostgreSQL
+    database (a run's repair step would otherwise delete the other's chunks, written but not yet
+    recorded, as orphans)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with open(settings.data_dir / "ingest.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        if not settings.chroma_host:
+            yield
+            return
+        from ingest import db  # SQLAlchemy: only a deployment with a server pays for the import
+
+        with db.exclusive(settings, f"ingest:{Store(settings).location}/{settings.collection}"):
+            yield
 
 
 def ingest(settings: Settings | None = None, *, rebuild: bool = False, show_progress: bool | None = None,

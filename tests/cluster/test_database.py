@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,40 @@ def test_the_sqlite_default_needs_nothing_started(tmp_path):
     replica(env, tmp_path / "solo", "feedback-record", "ans-2", "up", "ok")
     assert (tmp_path / "solo" / "jaxmem.sqlite").exists()
     assert replica(env, tmp_path / "solo", "feedback-get", "ans-2")["rating"] == "up"
+
+
+def test_replicas_on_two_hosts_syncing_one_chroma_server_take_turns(env, postgres, chroma_server, tmp_path):
+    """Each replica's lock file covers its own machine only: the second host's ingest must wait for
+    the first through the shared database, or its repair step deletes the other's chunks, written
+    but not yet recorded, as orphans. Here this process holds the ingest lock as a replica on another
+    host would (its own data directory); a replica's ingest waits until it is released."""
+    from ingest.config import Settings
+    from ingest.pipeline import corpus_documents, one_ingest_at_a_time
+    from ingest.store import Store
+
+    host, port = chroma_server
+    env = {**env, "CHROMA_HOST": host, "CHROMA_PORT": str(port), "JAXMEM_DATABASE_URL": postgres.database("turns")}
+
+    def start_ingest(data_dir):
+        return subprocess.Popen([sys.executable, "-m", "app.cli", "ingest", "--json"], cwd=ROOT, text=True,
+                                env={**env, "JAXMEM_DATA_DIR": str(data_dir)}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+    t = time.monotonic()
+    first = start_ingest(tmp_path / "a")
+    assert first.wait(300) == 0, first.stderr.read()
+    alone = time.monotonic() - t  # a whole ingest process, unhindered: the wait below is longer
+    corpus = Path(env["JAXMEM_CORPUS_DIR"])
+    for path in (corpus / "cards").glob("*/*.md"):
+        path.write_text(path.read_text(encoding="utf-8").replace("GPU", "GPU-b"), encoding="utf-8")
+    settings = Settings(data_dir=tmp_path / "other-host", corpus_dir=corpus, chroma_host=host, chroma_port=port,
+                        database_url=env["JAXMEM_DATABASE_URL"])
+    with one_ingest_at_a_time(settings):
+        second = start_ingest(tmp_path / "b")
+        held = max(2 * alone, 6.0)
+        time.sleep(held)
+        assert second.poll() is None, f"the ingest did not wait for the other host's ({held:.0f} s held)"
+    assert second.wait(300) == 0, second.stderr.read()
+    print(f"\n[database] a replica's ingest waited {held:.0f} s for another host's lock (alone it takes "
+          f"{alone:.1f} s), then synced")
+    assert Store(settings).info()["chunks"] == len(corpus_documents(corpus))
