@@ -93,9 +93,16 @@ class Intent:
         weights = np.linalg.solve(x.T @ x + ridge * np.eye(x.shape[1]), x.T @ y)
         combined = None
         if terms is not None and terms.shape[0] == len(labels):
+            import scipy.linalg
+
             rows, idf = weigh_terms(terms)
-            kernel = x @ x.T + TERMS_WEIGHT * (rows @ rows.T).toarray()
-            alpha = np.linalg.solve(kernel + ridge * np.eye(len(labels)), y)
+            # In place, one n x n matrix plus one temporary (n is ~8,000 questions: 0.5 GB each in
+            # float64); kernel + ridge is positive definite, so Cholesky (half LU's work) solves it.
+            kernel = x @ x.T
+            kernel += TERMS_WEIGHT * (rows @ rows.T).toarray()
+            kernel[np.diag_indices_from(kernel)] += ridge
+            alpha = scipy.linalg.solve(kernel, y, assume_a="pos", overwrite_a=True, check_finite=False)
+            del kernel
             combined = Terms(rows.tocsc(), idf, alpha.astype(np.float32), (x.T @ alpha).astype(np.float32))
         return cls(classes, weights.astype(np.float32), combined)
 
