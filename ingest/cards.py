@@ -15,10 +15,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ingest.schema import BACKENDS, SchemaError, load_audit, load_manifest, load_scope
+from ingest.schema import BACKENDS, QUESTION_CHARS, SchemaError, load_audit, load_manifest, load_scope
 
 MIN_QUESTIONS = 5  # per card: fewer leaves a language version hard to find from a user's wording
-QUESTION_CHARS = (10, 240)
 FENCE_RE = re.compile(r"^```[^\n]*\n.*?^```", re.M | re.S)
 LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 H2_RE = re.compile(r"^## +(.+?)[ \t]*$", re.M)
