@@ -167,8 +167,7 @@ def test_interrupted_ingest_leaves_the_previous_index_usable(mini_settings, nano
     ingest(mini_settings, embeddings=nano, show_progress=False)
     # every card changes; the next ingest dies before it has embedded them all
     monkeypatch.setenv("JAXMEM_EMBED_CACHE", str(tmp_path / "cold-cache"))
-    for path in (mini_settings.corpus_dir / "cards").glob("*/*.md"):
-        path.write_text(path.read_text(encoding="utf-8").replace("GPU", "GPU-kort").replace("## ", "## ", 1), encoding="utf-8")
+    rewrite_cards(mini_settings, "kort")
     with pytest.raises(Boom):
         ingest(mini_settings, embeddings=FailingAfter(nano, 3), show_progress=False)
     ans = Advisor(mini_settings, embeddings=nano).ask("Why does JAX take 75% of GPU memory at start-up?")
