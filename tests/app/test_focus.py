@@ -37,3 +37,15 @@ def test_the_summary_opens_even_when_other_parts_match_the_question_better():
     assert units[0].section == "summary"
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION" in units[0].text
     assert len(units) > 1, "the parts that match the question follow the summary"
+
+
+def test_a_short_unit_that_answers_outranks_a_long_one_that_shares_common_words():
+    # "Do the allocator variables work on CPU?": the answer is the short caveat saying they have
+    # no effect there. A long caveat on misspelt allocator values shares more words with the
+    # question ("allocator", "platform", ...) only because it is long and those words are in
+    # every unit of this card; by length and word weight within the card the short one leads.
+    q = ("Memory allocation with CPU-only: are there configuration options like the GPU memory environment "
+         "variables when using only CPUs? Setting `XLA_PYTHON_CLIENT_ALLOCATOR=platform` doesn't help.")
+    units, _ = opening(card("gpu-allocator"), q, {"caveats": 2.0})
+    opening_text = "\n\n".join(u.text for u in units).lower()
+    assert "no effect on cpu" in opening_text, opening_text
