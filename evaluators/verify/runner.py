@@ -131,7 +131,10 @@ def run_snippet(path: Path, *, entry: dict | None = None, env: dict[str, str] | 
         config = {"snippet": str(path), "result": str(result_path), "entry": entry}
         config_path = Path(tmp) / "config.json"
         config_path.write_text(json.dumps(config))
-        child = run_isolated([sys.executable, str(PROBE), str(config_path)], env=child_env(env), limits=limits,
+        # -P: the probe's folder (the verifier's own modules, e.g. queue.py) is not put first on the
+        # child's import path, where it would hide the standard library's modules of the same names
+        # from the snippet (without bubblewrap, PyTorch's `import queue` found ours).
+        child = run_isolated([sys.executable, "-P", str(PROBE), str(config_path)], env=child_env(env), limits=limits,
                              cwd=work, isolation=isolation, readonly=[path.parent, PROBE], writable=[Path(tmp)])
         result = json.loads(result_path.read_text()) if result_path.is_file() else None
     run = _to_run(child, result, baseline)

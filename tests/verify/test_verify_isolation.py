@@ -104,3 +104,15 @@ def test_hard_exit_without_a_result_is_an_error(tmp_path):
     gone.write_text("import os, sys\nsys.stderr.write('bye\\n')\nos._exit(0)\n")
     run = run_snippet(gone)
     assert run.error == "the child ended without writing a result: bye"
+
+
+@pytest.mark.parametrize("isolation", ["process", "bwrap"])
+def test_a_snippet_imports_the_standard_library_not_the_verifiers_modules(case, isolation):
+    from evaluators.verify.sandbox import bwrap_problem
+
+    if isolation == "bwrap" and bwrap_problem():
+        pytest.skip(bwrap_problem())
+    run = run_snippet(case("stdlib_names"), isolation=isolation)
+    assert run.ok, run.error
+    out = json.loads(run.stdout)
+    assert out["queue"] == 1 and "evaluators" not in out["from"], out
