@@ -110,10 +110,18 @@ def test_shipped_vectors_carry_the_stored_questions_latent_terms(mini_settings, 
     questions = [d.page_content for d in corpus_documents(mini_settings.corpus_dir) if side(d) == "query"]
     art = Artifact.load(path)
     assert questions and all(art.terms(terms_key(q)) is not None for q in questions)
-    idx, val = art.terms(terms_key(questions[0]))
-    fresh_idx, fresh_val = nano.terms(questions[0])
-    assert sorted(idx) == sorted(fresh_idx)  # the same terms as the model gives, values as float16
-    np.testing.assert_allclose(val[np.argsort(idx)], fresh_val[np.argsort(fresh_idx)], rtol=2e-3)
+    # The same terms as the model gives here, up to the CPU: on another machine kind its kernels
+    # round differently (measured: values within 2.7 % relative, 1-4 of the 128 terms swapped at the
+    # top-k cut-off, where values are within 2 % of each other).
+    for q in questions[:6]:
+        idx, val = art.terms(terms_key(q))
+        fresh_idx, fresh_val = nano.terms(q)
+        stored, fresh = dict(zip(idx.tolist(), val.tolist())), dict(zip(fresh_idx.tolist(), fresh_val.tolist()))
+        shared = set(stored) & set(fresh)
+        assert len(shared) >= 0.95 * len(fresh), q
+        np.testing.assert_allclose([stored[k] for k in shared], [fresh[k] for k in shared], rtol=0.05)
+        cut = min(fresh.values())
+        assert all(v <= cut * 1.05 for k, v in stored.items() if k not in fresh), q  # only the tail differs
     # an artifact written without them (an older one): every file with questions is named
     from ingest.vectors import write
 
