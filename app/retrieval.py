@@ -173,6 +173,12 @@ class Retriever:
 
     def _fit_intent(self) -> Intent:
         asked = self.store.all_chunks(kinds=("questions",), embeddings=True)
+        # The questions of everyday areas (cooking, travel, ... and the unnamed technical ones) teach
+        # the nearest-question rule what they look like, not the classifier: as 22 more classes they
+        # moved its card ranking (main recall@1 0.979 -> 0.966, real key fact 0.852 -> 0.842) and
+        # declined no more than the rule alone (main, real dev: the same; held-out set 36 -> 38 of 40
+        # out-of-scope questions declined either way).
+        asked = [h for h in asked if h.metadata.get("classify", True)]
         if not asked:
             return Intent([], np.zeros((0, 0), dtype=np.float32))
         return Intent.fit(np.array([h.embedding for h in asked], dtype=np.float32),

@@ -82,7 +82,8 @@ def scope_documents(entries: list, source: str) -> list[Document]:
     to these than to any card is declined, with the area named."""
     docs = []
     for e in entries:
-        base = {"card": f"scope:{e.id}", "kind": "scope", "title": e.id, "source": source}
+        # only named areas' questions train the question classifier (see app/retrieval.py _fit_intent)
+        base = {"card": f"scope:{e.id}", "kind": "scope", "title": e.id, "source": source, "classify": bool(e.name)}
         docs += [Document(page_content=text.strip(), metadata={**base, "lang": lang, "section": "scope"})
                  for lang, text in e.text.items()]
         docs += [Document(page_content=q, metadata={**base, "lang": lang, "section": "question", "part": i,

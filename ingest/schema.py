@@ -230,9 +230,10 @@ def load_audit(path: Path, seeds: set[str], topics: set[str], problems: list | N
 # ---- out-of-scope entries -------------------------------------------------------------------------
 class ScopeEntry(BaseModel):
     """An area outside jaxmem's scope: a description per card language (an anchor retrieval compares
-    questions with), and for JAX-adjacent areas a name per language, the documentation that covers
-    it, and questions users ask about it (matched like a card's questions, so a question that
-    belongs to the area is recognised and declined with the area named)."""
+    questions with), for JAX-adjacent areas a name per language and the documentation that covers
+    it (the refusal names the area and links its docs), and questions users ask about it in every
+    language (matched like a card's questions, so a question that belongs to the area is recognised
+    and declined; everyday areas carry questions without a name)."""
 
     model_config = ConfigDict(extra="forbid")
     id: str
@@ -274,11 +275,17 @@ def load_scope(path: Path, languages: list[str], topics: set[str], problems: lis
         missing = [lang for lang in languages if not str(entry.text.get(lang, "")).strip()]
         if missing:
             raise SchemaError(path, f"[{i}].text", f"missing languages: {', '.join(missing)}")
-        if entry.name or entry.docs or entry.questions:  # an area users are told about: all or nothing
+        if entry.name or entry.docs:  # an area users are told about: a name in every language and its docs
             gaps = [lang for lang in languages if not entry.name.get(lang)]
             if gaps or not entry.docs:
                 raise SchemaError(path, f"[{i}]", f"an area with a name needs docs and a name in every language "
                                                   f"(missing: {', '.join(gaps) or 'docs'})")
+        if entry.questions:
+            # Questions teach the classifier what the area looks like in each language; an area with
+            # questions in some languages only would be recognised in those alone.
+            gaps = [lang for lang in languages if not entry.questions.get(lang)]
+            if gaps:
+                raise SchemaError(path, f"[{i}].questions", f"missing languages: {', '.join(gaps)}")
         return entry
 
     return _each(raw, check, problems)

@@ -107,3 +107,26 @@ def test_corpus_check_cli_exit_status(mini_corpus):
     assert bad.returncode == 1
     assert "sv.md: related: unknown topic id 'nope'" in bad.stdout
     assert "Traceback" not in bad.stdout + bad.stderr
+
+
+SCOPE = """\
+- id: cooking-recipes
+  text:
+    en: "Cooking and baking, recipes, ingredients and kitchen techniques."
+    sv: "Matlagning och bakning, recept, ingredienser och tekniker i köket."
+  questions:
+    en: ["How long should I boil an egg for a runny yolk?"]
+    sv: ["Hur länge ska ett ägg koka för att gulan ska vara lös?"]
+"""
+
+
+def test_an_everyday_area_carries_questions_without_a_name_but_in_every_language(mini_corpus):
+    # Everyday areas are declined with the generic message (no name, no docs to point to), and
+    # their questions teach the classifier what they look like in each card language.
+    (mini_corpus / "scope").mkdir()
+    path = mini_corpus / "scope" / "out_of_scope.yaml"
+    path.write_text(SCOPE, encoding="utf-8")
+    assert messages(mini_corpus) == []
+    path.write_text(SCOPE.replace('    sv: ["Hur länge', '    xx: ["Hur länge'), encoding="utf-8")
+    found = messages(mini_corpus)
+    assert any("out_of_scope.yaml: [0].questions: missing languages: sv" in m for m in found), found
