@@ -281,8 +281,9 @@ def load_scope(path: Path, languages: list[str], topics: set[str], problems: lis
                 raise SchemaError(path, f"[{i}]", f"an area with a name needs docs and a name in every language "
                                                   f"(missing: {', '.join(gaps) or 'docs'})")
         if entry.questions:
-            # Questions teach the classifier what the area looks like in each language; an area with
-            # questions in some languages only would be recognised in those alone.
+            # Questions show retrieval what the area looks like in each language (the nearest-question
+            # rule; named areas' also train the classifier); in some languages only, it would be
+            # recognised in those alone.
             gaps = [lang for lang in languages if not entry.questions.get(lang)]
             if gaps:
                 raise SchemaError(path, f"[{i}].questions", f"missing languages: {', '.join(gaps)}")

@@ -122,7 +122,7 @@ SCOPE = """\
 
 def test_an_everyday_area_carries_questions_without_a_name_but_in_every_language(mini_corpus):
     # Everyday areas are declined with the generic message (no name, no docs to point to), and
-    # their questions teach the classifier what they look like in each card language.
+    # their questions show retrieval what they look like in each card language.
     (mini_corpus / "scope").mkdir()
     path = mini_corpus / "scope" / "out_of_scope.yaml"
     path.write_text(SCOPE, encoding="utf-8")
