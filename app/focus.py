@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ingest.cards import FENCE_RE, Card
 
@@ -63,11 +64,18 @@ def terms(text: str) -> tuple[set[str], set[str]]:
     return idents, words - _COMMON
 
 
+@lru_cache(maxsize=8192)
+def _unit_terms(text: str) -> tuple[set[str], set[str]]:
+    # A card's units are a fixed set (~15 per card version): their terms are read by both the word
+    # weights and the score on every answer, so they are worked out once per process.
+    return terms(text)
+
+
 def score(unit: Unit, q_idents: set[str], q_words: set[str], section_rank: dict[str, float],
           weight: dict[str, float] | None = None) -> float:
     """What `unit` shares with the question. `weight`: how much each word says within this card
     (see `word_weights`); words not in it count 1."""
-    idents, words = terms(unit.text)
+    idents, words = _unit_terms(unit.text)
     # an identifier also matches its last part: `jax.live_arrays` in the card, `live_arrays` asked
     ident_hits = sum(1 for i in q_idents if i in idents or any(x.endswith("." + i) or i.endswith("." + x) for x in idents))
     weight = weight or {}
@@ -90,7 +98,7 @@ def word_weights(found: list[Unit]) -> dict[str, float]:
     in one unit ("divisible", "numpy") says the most."""
     df: dict[str, int] = {}
     for u in found:
-        for w in terms(u.text)[1]:
+        for w in _unit_terms(u.text)[1]:
             df[w] = df.get(w, 0) + 1
     n = len(found)
     return {w: math.log(1 + n / c) / math.log(1 + n) for w, c in df.items()} if n > 1 else {}
