@@ -17,6 +17,13 @@ from ingest.cards import Card
 
 _STRINGS = Path(__file__).with_name("strings.yaml")
 _LINK = re.compile(r"\]\(\.\./([a-z0-9-]+)/([a-z]{2})\.md\)")
+# A sentence ends at . ! ? followed by white space (so "0.75" and "jax 0.7.2+" do not end one) or at
+# a CJK full stop, which needs no space after it.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+
+
+def first_sentence(text: str) -> str:
+    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0].strip()
 
 
 @lru_cache(maxsize=1)
@@ -88,8 +95,11 @@ def compose_lead(main: Card, question: str, section_rank: dict[str, float], card
     out.append(f"### {main.meta.title}\n")
     texts = [u.text for u in chosen]
     if alternative is not None:
+        # A pointer, not a second answer: the other card's title and the first sentence of its
+        # summary. Its whole summary pushed the main card's matching part out of the first screen
+        # (real dev: a CPU question's answer started at character 835).
         texts.insert(1, f"**{label(main.lang, 'rather_about')}: {alternative.meta.title}.** "
-                        f"{alternative.meta.summary.strip()}")
+                        f"{first_sentence(alternative.meta.summary)}")
     out += texts
     if code:
         out.append(code)

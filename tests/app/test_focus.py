@@ -49,3 +49,29 @@ def test_a_short_unit_that_answers_outranks_a_long_one_that_shares_common_words(
     units, _ = opening(card("gpu-allocator"), q, {"caveats": 2.0})
     opening_text = "\n\n".join(u.text for u in units).lower()
     assert "no effect on cpu" in opening_text, opening_text
+
+
+def test_a_second_cards_pointer_is_one_sentence_and_leaves_room_for_the_answer():
+    # When two cards fit alike the other card is named with the first sentence of its summary;
+    # its whole summary pushed the CPU paragraph that answers this question past the first screen.
+    from app.compose import compose_lead
+
+    q = ("Memory allocation with CPU-only: are there configuration options like the GPU memory environment "
+         "variables? `XLA_PYTHON_CLIENT_ALLOCATOR=platform` doesn't get rid of `Resource exhausted` errors.")
+    other = card("gpu-memory-fraction")
+    lead = compose_lead(card("gpu-allocator"), q, {}, lambda topic, lang: f"{topic}/{lang}", alternative=other)
+    summary = other.meta.summary.strip()
+    first = summary.split(". ")[0] + "."
+    assert first != summary, "the test needs a summary of several sentences"
+    assert f"{other.meta.title}.** {first}\n" in lead
+    assert summary not in lead
+    assert "On CPU none of this applies" in lead[:800], lead[:900]
+
+
+def test_first_sentence_ends_at_a_full_stop_not_inside_a_number_or_version():
+    from app.compose import first_sentence
+
+    assert first_sentence("It reserves 0.75 by default (jax 0.4.32+). Lower it.") == \
+        "It reserves 0.75 by default (jax 0.4.32+)."
+    assert first_sentence("默认预留 0.75。调低它。") == "默认预留 0.75。"
+    assert first_sentence("One sentence only") == "One sentence only"
