@@ -86,8 +86,8 @@ def compose_card_answer(
 def compose_lead(main: Card, question: str, section_rank: dict[str, float], card_url, fallback_note: str = "",
                  alternative: Card | None = None) -> str:
     """The opening: the card's summary and the parts that answer this question, then its first
-    code block. `alternative`: a second card that fits the question about as well; its short
-    answer follows the main card's summary."""
+    code block. `alternative`: a second card that fits the question about as well; its title and
+    the first sentence of its short answer follow the main card's summary."""
     from app.focus import opening
 
     chosen, code = opening(main, question, section_rank)
