@@ -261,6 +261,11 @@ class ScopeEntry(BaseModel):
         return {lang: [q.strip() for q in qs] for lang, qs in v.items()}
 
 
+def _missing_languages(per_language: dict, languages: list[str]) -> list[str]:
+    """The languages with no value, or only a blank one, in a per-language field."""
+    return [lang for lang in languages if not str(per_language.get(lang) or "").strip()]
+
+
 def load_scope(path: Path, languages: list[str], topics: set[str], problems: list | None = None) -> list[ScopeEntry]:
     raw = _yaml(path) or []
     if not isinstance(raw, list):
@@ -272,11 +277,11 @@ def load_scope(path: Path, languages: list[str], topics: set[str], problems: lis
         if entry.id in seen or entry.id in topics:
             raise SchemaError(path, f"[{i}].id", f"duplicate or topic id {entry.id!r}")
         seen.add(entry.id)
-        missing = [lang for lang in languages if not str(entry.text.get(lang, "")).strip()]
+        missing = _missing_languages(entry.text, languages)
         if missing:
             raise SchemaError(path, f"[{i}].text", f"missing languages: {', '.join(missing)}")
         if entry.name or entry.docs:  # an area users are told about: a name in every language and its docs
-            gaps = [lang for lang in languages if not entry.name.get(lang)]
+            gaps = _missing_languages(entry.name, languages)
             if gaps or not entry.docs:
                 raise SchemaError(path, f"[{i}]", f"an area with a name needs docs and a name in every language "
                                                   f"(missing: {', '.join(gaps) or 'docs'})")
@@ -284,7 +289,7 @@ def load_scope(path: Path, languages: list[str], topics: set[str], problems: lis
             # Questions show retrieval what the area looks like in each language (the nearest-question
             # rule; named areas' also train the classifier); in some languages only, it would be
             # recognised in those alone.
-            gaps = [lang for lang in languages if not entry.questions.get(lang)]
+            gaps = _missing_languages(entry.questions, languages)
             if gaps:
                 raise SchemaError(path, f"[{i}].questions", f"missing languages: {', '.join(gaps)}")
         return entry

