@@ -33,9 +33,9 @@ test-fast: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(VENV)/.installed-dev
-	$(BIN)/python evaluators/bench/bench_engine.py
-	$(BIN)/python evaluators/bench/bench_review.py
-	$(BIN)/python evaluators/bench/bench_verify.py
+	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_review.py
+	$(BIN)/python benchmarks/bench_verify.py
 
 eval: $(VENV)/.installed-dev
 	$(BIN)/jaxmem eval

@@ -13,14 +13,14 @@ from functools import cached_property
 
 import yaml
 
-from app.answer import Answer, Citation, SeedClaim, Turn
-from app.compose import compose_abstention, compose_card_answer, compose_lead, compose_review, label
-from app.language import detect, prose
-from app.language import preload as preload_languages
-from app.retrieval import CardHit, Retriever
-from ingest.cards import Card, CorpusLayout, load_card
-from ingest.config import Settings, offline_defaults
-from ingest.errors import UsageError
+from jaxmem.app.answer import Answer, Citation, SeedClaim, Turn
+from jaxmem.app.compose import compose_abstention, compose_card_answer, compose_lead, compose_review, label
+from jaxmem.app.language import detect, prose
+from jaxmem.app.language import preload as preload_languages
+from jaxmem.app.retrieval import CardHit, Retriever
+from jaxmem.ingest.cards import Card, CorpusLayout, load_card
+from jaxmem.core.settings import Settings, offline_defaults
+from jaxmem.core.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +66,13 @@ class Advisor:
     # ---- heavy objects, built once -------------------------------------------------------------
     @cached_property
     def embeddings(self):
-        from ingest.embed import make_embeddings
+        from jaxmem.ingest.embed import make_embeddings
 
         return self._embeddings or make_embeddings(self.settings.embeddings)
 
     @cached_property
     def store(self):
-        from ingest.store import Store
+        from jaxmem.ingest.store import Store
 
         store = self._store or Store(self.settings)
         store.check_backend(self.embeddings.name, self.embeddings.dim)
@@ -109,7 +109,7 @@ class Advisor:
     @cached_property
     def scope_areas(self) -> dict[str, object]:
         """Out-of-scope areas with a name and documentation, by id (`scope:<id>`)."""
-        from ingest.schema import load_scope
+        from jaxmem.ingest.schema import load_scope
 
         path = self.settings.corpus_dir / "scope" / "out_of_scope.yaml"
         if not path.exists():
@@ -147,7 +147,7 @@ class Advisor:
     def evidence(self, topic: str) -> dict | None:
         """The verifier's latest result for a card, compact: what answers show and JSON carries."""
         try:
-            from evaluators.verify.api import evidence_with_summaries, summary
+            from jaxmem.evaluators.verify.api import evidence_with_summaries, summary
         except ImportError:
             return None
         try:
@@ -293,13 +293,13 @@ class Advisor:
     @staticmethod
     def _code_blocks(question: str) -> list[str]:
         try:
-            from evaluators.review.api import extract_code_blocks
+            from jaxmem.evaluators.review.api import extract_code_blocks
         except ImportError:
             return []
         return extract_code_blocks(question)
 
     def _review(self, blocks: list[str], notes: list[str]) -> list[dict]:
-        from evaluators.review.api import ReviewError, review_source
+        from jaxmem.evaluators.review.api import ReviewError, review_source
 
         findings = []
         for i, block in enumerate(blocks, 1):
@@ -313,7 +313,7 @@ class Advisor:
     def _maybe_llm(self, ans: Answer, cards) -> Answer:
         if not self.settings.llm:
             return ans
-        from app.llm import llm_answer
+        from jaxmem.app.llm import llm_answer
 
         return llm_answer(self.settings, ans, [c for c, _ in cards])
 

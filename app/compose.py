@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from app.answer import Citation, SeedClaim
-from ingest.cards import Card
+from jaxmem.app.answer import Citation, SeedClaim
+from jaxmem.ingest.cards import Card
 
 _STRINGS = Path(__file__).with_name("strings.yaml")
 _LINK = re.compile(r"\]\(\.\./([a-z0-9-]+)/([a-z]{2})\.md\)")
@@ -88,7 +88,7 @@ def compose_lead(main: Card, question: str, section_rank: dict[str, float], card
     """The opening: the card's summary and the parts that answer this question, then its first
     code block. `alternative`: a second card that fits the question about as well; its title and
     the first sentence of its short answer follow the main card's summary."""
-    from app.focus import opening
+    from jaxmem.app.focus import opening
 
     chosen, code = opening(main, question, section_rank)
     out = [f"_{fallback_note}_\n"] if fallback_note else []

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from ingest import db
-from ingest.config import Settings
-from ingest.errors import UsageError
+from jaxmem.core import db
+from jaxmem.core.settings import Settings
+from jaxmem.core.errors import UsageError
 
 RATINGS = ("up", "down")
 SOURCES = ("web", "slack")

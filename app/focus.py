@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ingest.cards import FENCE_RE, Card
+from jaxmem.ingest.cards import FENCE_RE, Card
 
 LEAD_CHARS = 650       # what the opening units may take (the answer's first 800 characters are what is read first)
 MAX_UNITS = 3

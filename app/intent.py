@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app import stamped
+from jaxmem.app import stamped
 
 SCOPE_PREFIX = "scope:"  # label of an out-of-scope area's questions (see corpus/scope/)
 RIDGE = 1.0  # regularisation, chosen on main + real dev (0.1 and 10 ranked slightly worse)

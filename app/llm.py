@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import re
 
-from app.answer import Answer
-from ingest.cards import Card
-from ingest.config import Settings
-from ingest.errors import UsageError
+from jaxmem.app.answer import Answer
+from jaxmem.ingest.cards import Card
+from jaxmem.core.settings import Settings
+from jaxmem.core.errors import UsageError
 
 log = logging.getLogger(__name__)
 PROVIDERS = ("openai", "ollama")

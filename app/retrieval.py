@@ -15,9 +15,9 @@ from typing import Literal
 
 import numpy as np
 
-from app import stamped
-from app.intent import Intent
-from ingest.store import Hit, Store
+from jaxmem.app import stamped
+from jaxmem.app.intent import Intent
+from jaxmem.ingest.store import Hit, Store
 
 Mode = Literal["dense", "lexical", "hybrid"]
 RRF_K = 60
@@ -189,9 +189,9 @@ class Retriever:
         from the corpus's shipped vectors, computed only for questions not shipped there."""
         from scipy.sparse import csr_matrix
 
-        from ingest.embed import has_terms
-        from ingest.pipeline import shipped_artifact
-        from ingest.vectors import terms_key
+        from jaxmem.ingest.embed import has_terms
+        from jaxmem.ingest.pipeline import shipped_artifact
+        from jaxmem.ingest.vectors import terms_key
 
         if not has_terms(self.embeddings):
             return None

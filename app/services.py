@@ -15,9 +15,9 @@ import time
 from collections import defaultdict, deque
 from functools import cached_property
 
-from app.answer import Answer, Turn
-from ingest.config import Settings
-from ingest.errors import UsageError
+from jaxmem.app.answer import Answer, Turn
+from jaxmem.core.settings import Settings
+from jaxmem.core.errors import UsageError
 
 log = logging.getLogger("jaxmem.services")
 
@@ -79,8 +79,8 @@ class Services:
     def advisor(self):
         if self._advisor is not None:
             return self._advisor
-        from app.advisor import Advisor
-        from ingest.pipeline import ensure_index
+        from jaxmem.app.advisor import Advisor
+        from jaxmem.ingest.pipeline import ensure_index
 
         built = ensure_index(self.settings, show_progress=False)
         if built:
@@ -98,7 +98,7 @@ class Services:
             return self.advisor.ask(question, history=history or [])
 
     def language(self, text: str) -> str:
-        from app.language import detect
+        from jaxmem.app.language import detect
 
         return detect(text)[0]
 
@@ -108,7 +108,7 @@ class Services:
     # ---- review -------------------------------------------------------------------------------
     def review(self, text: str) -> list[dict]:
         """Findings for the fenced code in `text` (or `text` itself when it is code), as dicts."""
-        from evaluators.review.api import review_question
+        from jaxmem.evaluators.review.api import review_question
 
         return [f.to_dict() for f in review_question(text, card_url=self.settings.card_url)]
 
@@ -118,22 +118,22 @@ class Services:
         if self._verifier is not None:
             return self._verifier
         if self.settings.ray_address:
-            from evaluators.verify.ray_jobs import RayVerifier
+            from jaxmem.evaluators.verify.ray_jobs import RayVerifier
 
             return RayVerifier(self.settings)
-        from evaluators.verify.jobs import LocalVerifier
+        from jaxmem.evaluators.verify.jobs import LocalVerifier
 
         return LocalVerifier(self.settings)
 
     def verify_topics(self) -> list[str]:
-        from evaluators.verify.api import pairs
+        from jaxmem.evaluators.verify.api import pairs
 
         return sorted({p.topic for p in pairs(self.settings).values()})
 
     def verify_card(self, topic: str, *, on_progress=None, who: str | None = None):
         """Run a card's snippet pair (fresh) and return its Evidence. Unknown topics raise a
         UsageError listing the valid ones."""
-        from evaluators.verify.jobs import Request
+        from jaxmem.evaluators.verify.jobs import Request
 
         valid = self.verify_topics()
         if topic not in valid:
@@ -147,7 +147,7 @@ class Services:
 
     def run_script(self, source: str, *, on_progress=None, who: str | None = None):
         """Run a user's script in the sandbox and return its ScriptRun; refused unless enabled."""
-        from evaluators.verify.jobs import Request
+        from jaxmem.evaluators.verify.jobs import Request
 
         if not self.settings.user_code:
             raise UsageError(USER_CODE_OFF, USER_CODE_HINT)
@@ -160,14 +160,14 @@ class Services:
 
     def evidence(self, topic: str):
         """The newest stored Evidence of a card (any machine), or None."""
-        from evaluators.verify.api import evidence_with_summaries
-        from evaluators.verify.records import Evidence
+        from jaxmem.evaluators.verify.api import evidence_with_summaries
+        from jaxmem.evaluators.verify.records import Evidence
 
         record = evidence_with_summaries(topic, self.settings)
         return None if record is None else Evidence(record)
 
     def _limits(self) -> dict:
-        from evaluators.verify.api import options
+        from jaxmem.evaluators.verify.api import options
 
         opts = options(self.settings)
         return {"limits": opts["limits"], "repeats": opts["repeats"]}
@@ -184,7 +184,7 @@ class Services:
     # ---- feedback -----------------------------------------------------------------------------
     @cached_property
     def feedback_store(self):
-        from app.feedback import FeedbackStore
+        from jaxmem.app.feedback import FeedbackStore
 
         return FeedbackStore.default(self.settings)
 

@@ -3,18 +3,9 @@
 One navigation over small pages; the sidebar shows what the answers rest on (index, embedding
 backend, JAX and devices). Heavy objects are built once per process in `app.webui.shared`.
 """
-import sys
-from pathlib import Path
+import streamlit as st
 
-# `streamlit run app/web.py` puts app/ on sys.path, not the checkout: without an installed
-# package, `import app` would fail.
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from app.webui import shared  # noqa: E402
+from jaxmem.app.webui import shared
 
 st.set_page_config(page_title="jaxmem: JAX memory advisor", page_icon=":material/memory:", layout="wide")
 

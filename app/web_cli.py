@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ingest.errors import UsageError, friendly
+from jaxmem.core.errors import UsageError, friendly
 
 ENTRY = Path(__file__).with_name("web.py")
 HOST = "127.0.0.1"  # local only: the app runs code for anyone who can reach it (Review > run)
@@ -45,8 +45,8 @@ def command(port: int) -> None:
     """
     if not port_free(port):
         raise UsageError(f"port {port} on {HOST} is already in use.", "Stop what uses it, or pick another: jaxmem web --port 8502")
-    from ingest.config import Settings
-    from ingest.pipeline import ensure_index
+    from jaxmem.core.settings import Settings
+    from jaxmem.ingest.pipeline import ensure_index
 
     # Build the index here, with a progress bar in the terminal, rather than behind a spinner in
     # the browser: the first start embeds the whole corpus (minutes on 2 cores).

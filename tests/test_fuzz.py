@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluators.review import registry
-from evaluators.review.api import card_url_factory, review_notebook, review_source
-from ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card
+from jaxmem.evaluators.review import registry
+from jaxmem.evaluators.review.api import card_url_factory, review_notebook, review_source
+from jaxmem.ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "tests/review/fixtures").glob("*/bad_*.py"))[:40]]

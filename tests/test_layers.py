@@ -4,7 +4,7 @@
       -> app/services.py, app/advisor.py -> ingest (read side), evaluators (review, verify)
   ingest never imports app or evaluators; only ingest/store.py talks to Chroma; the reviewer is
   pure functions over source (no jax, from ingest only settings and errors); nothing imports a
-  front end. Vendored third-party code (evaluators/review/realcode/<owner>__<repo>/) is data.
+  front end. Vendored third-party code (benchmarks/review/realcode/<owner>__<repo>/) is data.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import imports
 
 ROOT = Path(__file__).resolve().parent.parent
-FRONT_ENDS = ("app.pages", "app.webui", "app.slack", "app.web", "app.web_cli")
+FRONT_ENDS = ("jaxmem.app.pages", "jaxmem.app.webui", "jaxmem.app.slack", "jaxmem.app.web", "jaxmem.app.web_cli")
 
 
 def sources() -> list[tuple[str, set[str]]]:
@@ -23,7 +23,7 @@ def sources() -> list[tuple[str, set[str]]]:
     for top in ("app", "ingest", "evaluators"):
         for path in sorted((ROOT / top).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith("evaluators/review/realcode/") and "__" in rel.split("/")[3]:
+            if rel.startswith("benchmarks/review/realcode/") and "__" in rel.split("/")[3]:
                 continue  # vendored repositories
             out.append((rel, imports(path)))
     return out
@@ -42,15 +42,15 @@ def test_layers(rel: str, mods: set[str]):
         assert not tops(mods) & {"chromadb", "langchain_chroma"}, f"{rel}: only ingest/store.py talks to Chroma"
     if rel.startswith("ingest/"):
         assert not tops(mods) & {"app", "evaluators"}, f"{rel}: ingest is the lowest layer"
-    if rel.startswith("evaluators/") and not rel.startswith(("evaluators/retrieval/", "evaluators/bench/")):
+    if rel.startswith("evaluators/") and not rel.startswith(("benchmarks/questions/", "benchmarks/")):
         assert "app" not in tops(mods), f"{rel}: evaluators never import app (retrieval eval and benchmarks may)"
-    if rel.startswith("evaluators/review/") and not rel.startswith("evaluators/review/claims/"):
+    if rel.startswith("evaluators/review/") and not rel.startswith("benchmarks/claims/"):
         # (claims/ holds the measurements behind rule messages: scripts that run JAX, not the reviewer)
         assert "jax" not in tops(mods), f"{rel}: the reviewer reads source, it never runs JAX"
-        assert {m for m in mods if m.startswith("ingest")} <= {"ingest.config", "ingest.errors"}, rel
+        assert {m for m in mods if m.startswith("ingest")} <= {"jaxmem.core.settings", "jaxmem.core.errors"}, rel
     front_end = rel.startswith(("app/pages/", "app/webui/", "app/slack/")) or rel in ("app/web.py", "app/web_cli.py")
     if front_end:
-        assert "ingest.store" not in mods, f"{rel}: front ends reach the index through the services"
+        assert "jaxmem.ingest.store" not in mods, f"{rel}: front ends reach the index through the services"
     else:
         assert not {m for m in mods if m.startswith(FRONT_ENDS)}, f"{rel}: nothing imports a front end"
 

@@ -3,8 +3,8 @@ import uuid
 
 import streamlit as st
 
-from app.answer import Turn
-from app.webui import answer_view, shared
+from jaxmem.app.answer import Turn
+from jaxmem.app.webui import answer_view, shared
 
 SHOWN_QUESTION_CHARS = 3_000  # a pasted megabyte stays in the history, not on the screen
 

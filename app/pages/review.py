@@ -2,8 +2,8 @@
 run the code in the verifier's sandbox to count transfers; JSON and SARIF to download."""
 import streamlit as st
 
-from app.webui import review_view as view
-from app.webui import shared
+from jaxmem.app.webui import review_view as view
+from jaxmem.app.webui import shared
 
 st.title("Review code for memory and transfer problems")
 paste_tab, upload_tab = st.tabs(["Paste code", "Upload files"])

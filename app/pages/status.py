@@ -1,7 +1,7 @@
 """Feedback and status: what users said about answers (exportable), and what this server runs on."""
 import streamlit as st
 
-from app.webui import shared
+from jaxmem.app.webui import shared
 
 st.title("Feedback and status")
 

@@ -12,11 +12,11 @@ from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-from app.slack.config import SlackConfig
-from app.slack.dedupe import retry_middleware
-from app.slack.flows import Bot
-from app.slack.listeners import register
-from ingest.errors import JaxmemError, UsageError
+from jaxmem.app.slack.config import SlackConfig
+from jaxmem.app.slack.dedupe import retry_middleware
+from jaxmem.app.slack.flows import Bot
+from jaxmem.app.slack.listeners import register
+from jaxmem.core.errors import JaxmemError, UsageError
 
 
 def build_app(config: SlackConfig, bot: Bot, *, mode: str = "http") -> App:

@@ -6,7 +6,7 @@ import socket
 
 import click
 
-from ingest.errors import UsageError, friendly
+from jaxmem.core.errors import UsageError, friendly
 
 
 @click.command("slack")
@@ -28,11 +28,11 @@ def command(http_mode: bool, port: int, host: str, no_warm: bool, verbose: bool)
 
     Example: SLACK_BOT_TOKEN=xoxb-... SLACK_APP_TOKEN=xapp-... jaxmem slack
     """
-    from app.services import Services
-    from app.slack.app import build_app
-    from app.slack.config import SlackConfig
-    from app.slack.flows import Bot
-    from ingest.config import Settings
+    from jaxmem.app.services import Services
+    from jaxmem.app.slack.app import build_app
+    from jaxmem.app.slack.config import SlackConfig
+    from jaxmem.app.slack.flows import Bot
+    from jaxmem.core.settings import Settings
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -48,7 +48,7 @@ def command(http_mode: bool, port: int, host: str, no_warm: bool, verbose: bool)
         bot.services.warm()
     app = build_app(config, bot, mode=mode)
     if http_mode:
-        from app.slack.server import EVENTS_PATH, make_server
+        from jaxmem.app.slack.server import EVENTS_PATH, make_server
 
         server = make_server(app, host, port)
         click.echo(f"jaxmem slack: listening on http://{host}:{port}{EVENTS_PATH} (Ctrl-C stops it)", err=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ingest.config import Settings
-from ingest.errors import UsageError
+from jaxmem.core.settings import Settings
+from jaxmem.core.errors import UsageError
 
 DEFAULT_API_URL = "https://slack.com/api/"
 

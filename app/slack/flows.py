@@ -12,12 +12,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from app.slack import render
-from app.slack.dedupe import SeenCache
-from app.slack.history import thread_turns
-from app.slack.post import NOT_WRITABLE, ChannelRateLimiter, Poster, slack_error
-from app.services import Services
-from ingest.errors import JaxmemError, UsageError
+from jaxmem.app.slack import render
+from jaxmem.app.slack.dedupe import SeenCache
+from jaxmem.app.slack.history import thread_turns
+from jaxmem.app.slack.post import NOT_WRITABLE, ChannelRateLimiter, Poster, slack_error
+from jaxmem.app.services import Services
+from jaxmem.core.errors import JaxmemError, UsageError
 
 log = logging.getLogger("jaxmem.slack")
 

@@ -10,8 +10,8 @@ import logging
 
 from slack_sdk.errors import SlackApiError
 
-from app.answer import Turn
-from app.slack.render import ANSWER_EVENT
+from jaxmem.app.answer import Turn
+from jaxmem.app.slack.render import ANSWER_EVENT
 
 log = logging.getLogger("jaxmem.slack")
 

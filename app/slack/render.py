@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from app.answer import Answer
-from app.slack.format import BLOCKS_PER_MESSAGE, escape, link, pack, split_text, to_mrkdwn
+from jaxmem.app.answer import Answer
+from jaxmem.app.slack.format import BLOCKS_PER_MESSAGE, escape, link, pack, split_text, to_mrkdwn
 
 ANSWER_EVENT = "jaxmem_answer"  # message metadata event_type marking the bot's answers
 FEEDBACK_ACTIONS = ("jaxmem_feedback_up", "jaxmem_feedback_down")
@@ -74,7 +74,7 @@ def answer_messages(ans: Answer, answer_id: str, asker: str | None = None) -> li
     head += [context(f":information_source: {escape(n)}") for n in ans.notes]
     tail = []
     if ans.citations:
-        from app.compose import label
+        from jaxmem.app.compose import label
 
         if ans.more:  # the whole card is a link: a thread is no place for a thousand words
             tail.append(context(f":page_facing_up: {link(ans.citations[0].url, label(lang, 'whole_card'))}"))
@@ -115,7 +115,7 @@ def parse_feedback_value(value: str) -> dict:
 
 def findings_messages(findings: list[dict], lang: str = "en", asker: str | None = None) -> list[dict]:
     """The compact list: `CODE` line N: message → card link, one line per finding."""
-    from app.compose import label
+    from jaxmem.app.compose import label
 
     head = [context(f"<@{asker}> /jaxmem review")] if asker else []
     if not findings:
@@ -166,8 +166,8 @@ def progress_message(what: str, progress) -> dict:
 
 
 def _metric_line(m, backend: str | None) -> str:
-    from evaluators.verify.metrics import METRICS, format_value
-    from evaluators.verify.verdicts import NOT_MEASURABLE
+    from jaxmem.evaluators.verify.metrics import METRICS, format_value
+    from jaxmem.evaluators.verify.verdicts import NOT_MEASURABLE
 
     if m.verdict == NOT_MEASURABLE:
         return f"{m.label}: not measurable on {backend} (needs {' or '.join(m.backends or ['another backend'])})"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.answer import Answer
-from evaluators.verify.records import Evidence
-from app.webui import evidence, shared
+from jaxmem.app.answer import Answer
+from jaxmem.evaluators.verify.records import Evidence
+from jaxmem.app.webui import evidence, shared
 
 THUMBS = {0: "down", 1: "up"}  # st.feedback("thumbs") returns 0 for down, 1 for up
 
@@ -23,12 +23,12 @@ def show_answer(ans: Answer, answer_id: str) -> None:
         st.caption(f"Note: {note}")
     st.markdown(ans.lead or ans.answer)  # the part that answers this question, and the card's code
     if ans.more:
-        from app.compose import label
+        from jaxmem.app.compose import label
 
         with st.expander(f":material/article: {label(ans.answer_language, 'whole_card')}"):
             st.markdown(ans.more)
     if ans.findings:
-        from app.webui.review_view import findings_table
+        from jaxmem.app.webui.review_view import findings_table
 
         with st.expander(f":material/bug_report: {len(ans.findings)} finding(s) in the pasted code"):
             findings_table(ans.findings)

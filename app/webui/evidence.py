@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import streamlit as st
 
-from app.webui import shared
+from jaxmem.app.webui import shared
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -68,8 +68,8 @@ def _run(topic: str):
 
 
 def show_record(evidence) -> None:
-    from evaluators.verify.metrics import METRICS, format_value
-    from evaluators.verify.verdicts import ERROR, NOT_MEASURABLE
+    from jaxmem.evaluators.verify.metrics import METRICS, format_value
+    from jaxmem.evaluators.verify.verdicts import ERROR, NOT_MEASURABLE
 
     about = [evidence.origin, evidence.date[:16].replace("T", " ")]
     if evidence.repeats:  # recorded evidence files leave it out

@@ -118,8 +118,8 @@ def show_source(src: Source, findings: list[dict]) -> None:
 
 
 def show_run(name: str, result: dict) -> None:
-    from evaluators.verify.metrics import METRICS, format_value
-    from evaluators.verify.report import where
+    from jaxmem.evaluators.verify.metrics import METRICS, format_value
+    from jaxmem.evaluators.verify.report import where
 
     st.markdown(f"**Run of {name}** on {where(result)}")
     if result.get("error"):
@@ -140,20 +140,20 @@ def review(api, src: Source) -> list:
     """The reviewer's findings for one source; notebooks go through its notebook reader."""
     if src.cells is None:
         return list(api.review_source(src.text, src.name))
-    from evaluators.review import registry
+    from jaxmem.evaluators.review import registry
 
     return list(api.review_notebook(src.text, src.name, registry.select([], []), api.card_url_factory()))
 
 
 def sarif(api, findings: list) -> str:
-    from evaluators.review import registry
+    from jaxmem.evaluators.review import registry
 
     return api.format_sarif(findings, rules=registry.select([], []), card_url=api.card_url_factory())
 
 
 def review_all(sources: list[Source], run_it: bool) -> dict:
     """Review every readable source (and run .py ones when asked); failures are kept per file."""
-    from app.webui import shared
+    from jaxmem.app.webui import shared
 
     result = {"sources": sources, "findings": [], "objects": [], "runs": {}, "failed": []}
     readable = [s for s in sources if not s.problems]
@@ -162,7 +162,7 @@ def review_all(sources: list[Source], run_it: bool) -> dict:
         try:
             found = review(api, src)
             if run_it and src.cells is None:
-                from evaluators.review.dynamic import attach
+                from jaxmem.evaluators.review.dynamic import attach
 
                 with st.spinner(f"Running {src.name} in the sandbox (waits for a free slot of this machine)..."):
                     run = shared.services().run_script(src.text)

@@ -10,7 +10,7 @@ import os
 
 import streamlit as st
 
-from ingest.errors import JaxmemError
+from jaxmem.core.errors import JaxmemError
 
 log = logging.getLogger("jaxmem.web")
 
@@ -19,8 +19,8 @@ log = logging.getLogger("jaxmem.web")
 def services():
     """One service layer per process, from the settings read once here: the embedder, the store,
     the BM25 index and the language models load once, before the first user's question."""
-    from app.services import Services
-    from ingest.config import Settings
+    from jaxmem.app.services import Services
+    from jaxmem.core.settings import Settings
 
     svc = Services(Settings())
     svc.warm()
@@ -64,7 +64,7 @@ def index_status() -> dict | None:
 def review_api():
     """The reviewer's library surface, or None (with the reason shown) when it is unavailable."""
     try:
-        from evaluators.review import api
+        from jaxmem.evaluators.review import api
     except ImportError as exc:
         st.error(f"The code reviewer is not available in this installation ({exc}).")
         return None

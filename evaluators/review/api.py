@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 
-from evaluators.review import engine, inputs, notebook, registry
-from evaluators.review.config import DEFAULT_MAX_BYTES
-from evaluators.review.finding import Finding, Note
-from evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
-from evaluators.review.rule import Rule
+from jaxmem.evaluators.review import engine, inputs, notebook, registry
+from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
+from jaxmem.evaluators.review.finding import Finding, Note
+from jaxmem.evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
+from jaxmem.evaluators.review.rule import Rule
 
 __all__ = ["Finding", "Note", "ReviewError", "ReviewResult", "review_source", "review_paths", "review_question",
            "extract_code_blocks", "format_text", "format_json", "format_sarif", "format_markdown", "FORMATS"]
@@ -29,7 +29,7 @@ _FENCE = re.compile(r"```(?:[ \t]*(?:python3?|py|ipython)[ \t]*\n|[ \t]*\n|)(.*?
 
 
 def card_url_factory() -> Callable[[str], str]:
-    from ingest.config import Settings
+    from jaxmem.core.settings import Settings
 
     settings = Settings()
     return settings.card_url
@@ -198,7 +198,7 @@ def extract_code_blocks(text: str) -> list[str]:
 
 
 def _parses(src: str) -> bool:
-    from evaluators.review.astutil import parse
+    from jaxmem.evaluators.review.astutil import parse
 
     try:
         parse(src)

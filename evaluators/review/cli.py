@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from evaluators.review import api, config, registry
-from evaluators.review.registry import SelectionError
-from ingest.errors import friendly
+from jaxmem.evaluators.review import api, config, registry
+from jaxmem.evaluators.review.registry import SelectionError
+from jaxmem.core.errors import friendly
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -97,7 +97,7 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
         notes = list(result.notes)
         run_line = run_result = None
         if run_path:
-            from evaluators.review import dynamic
+            from jaxmem.evaluators.review import dynamic
 
             run_result, _touched = dynamic.confirm(result.findings, run_path)
             run_line = dynamic.run_summary(run_result)

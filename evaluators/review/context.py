@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from evaluators.review.astutil import _FIELDS, LEAVES, fields
+from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields
 
 # ---- what the frameworks call things -----------------------------------------------------
 JIT_NAMES = frozenset({

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from evaluators.review.finding import Finding
+from jaxmem.evaluators.review.finding import Finding
 
 SYNC_TOPICS = frozenset({"implicit-host-sync"})
 TRANSFER_TOPICS = frozenset({"batch-transfers", "prefetch-to-device", "explicit-device-put"})
@@ -18,7 +18,7 @@ MEMORY_TOPICS = frozenset({"buffer-donation", "live-arrays-cleanup", "in-place-u
 
 
 def default_runner(path: str) -> dict:
-    from evaluators.verify.api import verify_script
+    from jaxmem.evaluators.verify.api import verify_script
 
     return verify_script(path)
 

@@ -6,10 +6,10 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 
-from evaluators.review import context, intent
-from evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
-from evaluators.review.finding import Finding, Note
-from evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx, Rule
+from jaxmem.evaluators.review import context, intent
+from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
+from jaxmem.evaluators.review.finding import Finding, Note
+from jaxmem.evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx, Rule
 
 PARSE_ERROR_CODE = "JM001"
 _PY = f"{sys.version_info.major}.{sys.version_info.minor}"

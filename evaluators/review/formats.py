@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
-from evaluators.review.engine import PARSE_ERROR_CODE
-from evaluators.review.finding import Finding, Note
-from evaluators.review.rule import Rule
+from jaxmem.evaluators.review.engine import PARSE_ERROR_CODE
+from jaxmem.evaluators.review.finding import Finding, Note
+from jaxmem.evaluators.review.rule import Rule
 
 FORMATS = ("text", "json", "sarif", "markdown")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

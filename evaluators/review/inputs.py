@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluators.review.finding import Note
+from jaxmem.evaluators.review.finding import Note
 
 PY_SUFFIXES = (".py", ".pyi", ".ipynb")
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "node_modules", ".tox", ".nox",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
-from evaluators.review.context import Analysis, Scope, pos
+from jaxmem.evaluators.review.context import Analysis, Scope, pos
 
 SMALL_LOOP = 16  # iterations; a loop this short runs a per-step cost a handful of times
 _BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")

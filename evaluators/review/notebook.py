@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from evaluators.review.astutil import parse
+from jaxmem.evaluators.review.astutil import parse
 
 
 class NotebookError(ValueError):

@@ -5,8 +5,8 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
-from evaluators.review import rules as _rules_pkg
-from evaluators.review.rule import Rule
+from jaxmem.evaluators.review import rules as _rules_pkg
+from jaxmem.evaluators.review.rule import Rule
 
 
 class SelectionError(ValueError):

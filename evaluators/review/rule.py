@@ -5,8 +5,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from evaluators.review.context import Analysis, JitInfo, Scope
-from evaluators.review.finding import Finding
+from jaxmem.evaluators.review.context import Analysis, JitInfo, Scope
+from jaxmem.evaluators.review.finding import Finding
 
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -39,7 +39,7 @@ class Rule:
     call_names: ClassVar[frozenset[str]] = frozenset()
     # In the default set (what `jaxmem review` runs without --select). A rule whose cost depends
     # on sizes the source does not show, and which found no real problem on the real-code
-    # benchmark (evaluators/review/realcode/), is opt-in: `--select JMxxx`, a prefix or ALL.
+    # benchmark (benchmarks/review/realcode/), is opt-in: `--select JMxxx`, a prefix or ALL.
     default: ClassVar[bool] = True
 
     @property

@@ -15,13 +15,13 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from evaluators.verify.manifest import Pair, load_pairs
-from evaluators.verify.report import summary
-from evaluators.verify.runner import isolation_for, run_snippet
-from evaluators.verify.sandbox import Limits
-from evaluators.verify.store import RUN, cache_key, load_cached, records_for, save_cached
-from evaluators.verify.suite import Baselines, Progress, sync_lines, verify_pair
-from ingest.config import Settings
+from jaxmem.evaluators.verify.manifest import Pair, load_pairs
+from jaxmem.evaluators.verify.report import summary
+from jaxmem.evaluators.verify.runner import isolation_for, run_snippet
+from jaxmem.evaluators.verify.sandbox import Limits
+from jaxmem.evaluators.verify.store import RUN, cache_key, load_cached, records_for, save_cached
+from jaxmem.evaluators.verify.suite import Baselines, Progress, sync_lines, verify_pair
+from jaxmem.core.settings import Settings
 
 
 class UnknownTopicError(ValueError):

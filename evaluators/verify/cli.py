@@ -8,13 +8,13 @@ import time
 
 import click
 
-from evaluators.verify import api
-from evaluators.verify.manifest import ManifestError
-from evaluators.verify.report import script_report, summary, table
-from evaluators.verify.sandbox import GiB, Limits
-from evaluators.verify.store import write_evidence
-from ingest.config import Settings
-from ingest.errors import friendly
+from jaxmem.evaluators.verify import api
+from jaxmem.evaluators.verify.manifest import ManifestError
+from jaxmem.evaluators.verify.report import script_report, summary, table
+from jaxmem.evaluators.verify.sandbox import GiB, Limits
+from jaxmem.evaluators.verify.store import write_evidence
+from jaxmem.core.settings import Settings
+from jaxmem.core.errors import friendly
 
 
 @click.command("verify")

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evaluators.verify import api
-from evaluators.verify.queue import RunQueue
-from evaluators.verify.records import Evidence, ScriptRun
-from evaluators.verify.sandbox import Limits
-from ingest.config import Settings
+from jaxmem.evaluators.verify import api
+from jaxmem.evaluators.verify.queue import RunQueue
+from jaxmem.evaluators.verify.records import Evidence, ScriptRun
+from jaxmem.evaluators.verify.sandbox import Limits
+from jaxmem.core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from ingest.schema import SchemaError, load_manifest
+from jaxmem.ingest.schema import SchemaError, load_manifest
 
 # Part of every snippet hash: bump it when a change in measurement makes old results stale.
 PROBE_VERSION = "2"  # 2: peak RSS from the child's VmHWM, not wait4

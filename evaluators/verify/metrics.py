@@ -15,7 +15,7 @@ RSS_NOISE_FRACTION = 0.05
 
 
 # The vocabulary itself (names, where measurable, which need an entry point) is the corpus's schema.
-from ingest.schema import BACKENDS, EXPECTATIONS, METRICS, Metric  # noqa: E402,F401
+from jaxmem.ingest.schema import BACKENDS, EXPECTATIONS, METRICS, Metric  # noqa: E402,F401
 
 
 def threshold(metric: Metric, before_values: list[float]) -> float:

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import ray
 
-from evaluators.verify.jobs import JobProgress, OnProgress, Request, as_result, run_request
-from evaluators.verify.records import Evidence, ScriptRun
-from evaluators.verify.sandbox import Limits
-from ingest.config import Settings
-from ingest.errors import JaxmemError
+from jaxmem.evaluators.verify.jobs import JobProgress, OnProgress, Request, as_result, run_request
+from jaxmem.evaluators.verify.records import Evidence, ScriptRun
+from jaxmem.evaluators.verify.sandbox import Limits
+from jaxmem.core.settings import Settings
+from jaxmem.core.errors import JaxmemError
 
 NAMESPACE = "jaxmem"
 BOARD = "jaxmem-verify-board"
@@ -185,7 +185,7 @@ class RayVerifier:
         finally:
             self._board.finished.remote(job_id)
         if request.kind == "card":  # in this replica's database: with a shared one, every replica sees it
-            from evaluators.verify.store import save_cached
+            from jaxmem.evaluators.verify.store import save_cached
 
             save_cached(stored, self.settings)
         report(JobProgress("done", "done", 1, 1, where=stored.get("node")))
@@ -204,7 +204,7 @@ class RayVerifier:
                            where=f"Ray node {job['node'][:12]}")
 
     def _pair_files(self, topic: str) -> dict[str, str]:
-        from evaluators.verify.api import pairs
+        from jaxmem.evaluators.verify.api import pairs
 
         pair = next((p for p in pairs(self.settings).values() if p.topic == topic), None)
         if pair is None:

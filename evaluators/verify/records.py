@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evaluators.verify.report import summary as _summary
-from evaluators.verify.report import where as _where
+from jaxmem.evaluators.verify.report import summary as _summary
+from jaxmem.evaluators.verify.report import where as _where
 
 
 @dataclass(frozen=True)

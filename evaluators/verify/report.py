@@ -1,8 +1,8 @@
 """Words and tables for verification records: the one-line summary answers show, the CLI table."""
 from __future__ import annotations
 
-from evaluators.verify.metrics import METRICS, format_value
-from evaluators.verify.verdicts import CONFIRMED, ERROR, NOT_CONFIRMED, NOT_MEASURABLE
+from jaxmem.evaluators.verify.metrics import METRICS, format_value
+from jaxmem.evaluators.verify.verdicts import CONFIRMED, ERROR, NOT_CONFIRMED, NOT_MEASURABLE
 
 _LEAD = {CONFIRMED: "verified", NOT_CONFIRMED: "not confirmed", ERROR: "verification failed",
          NOT_MEASURABLE: "not measurable"}

@@ -10,9 +10,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluators.verify import probe
-from ingest.errors import JaxmemError
-from evaluators.verify.sandbox import ChildRun, Limits, accelerator_plugin_present, bwrap_problem, run_isolated, scrub_env
+from jaxmem.evaluators.verify import probe
+from jaxmem.core.errors import JaxmemError
+from jaxmem.evaluators.verify.sandbox import ChildRun, Limits, accelerator_plugin_present, bwrap_problem, run_isolated, scrub_env
 
 # The child runs this file by path: it needs nothing of the project, and in the sandbox it is the
 # only file of the project tree the child can see.

@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 
 # Names never passed to a snippet (secrets, log-hiding variables): the corpus's schema defines them.
-from ingest.schema import DENIED_PREFIXES, DENIED_SUBSTRINGS, LOG_HIDING, is_denied
+from jaxmem.ingest.schema import DENIED_PREFIXES, DENIED_SUBSTRINGS, LOG_HIDING, is_denied
 
 GiB = 1 << 30
 MiB = 1 << 20

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from ingest import db
-from ingest.config import Settings
+from jaxmem.core import db
+from jaxmem.core.settings import Settings
 
 RUN = "measured run"  # origin of a record read from the database (shown as "[measured run, <date>]")
 

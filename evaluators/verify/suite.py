@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from evaluators.verify.manifest import Pair
-from evaluators.verify.metrics import METRICS
-from evaluators.verify.runner import SnippetRun, run_baseline, run_snippet
-from evaluators.verify.sandbox import Limits
-from evaluators.verify.store import cache_key
-from evaluators.verify.verdicts import judge_metric, overall
+from jaxmem.evaluators.verify.manifest import Pair
+from jaxmem.evaluators.verify.metrics import METRICS
+from jaxmem.evaluators.verify.runner import SnippetRun, run_baseline, run_snippet
+from jaxmem.evaluators.verify.sandbox import Limits
+from jaxmem.evaluators.verify.store import cache_key
+from jaxmem.evaluators.verify.verdicts import judge_metric, overall
 
 @dataclass(frozen=True)
 class Step:

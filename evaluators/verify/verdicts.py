@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import statistics
 
-from evaluators.verify.manifest import MetricSpec
-from evaluators.verify.metrics import METRICS, threshold
-from evaluators.verify.runner import SnippetRun
+from jaxmem.evaluators.verify.manifest import MetricSpec
+from jaxmem.evaluators.verify.metrics import METRICS, threshold
+from jaxmem.evaluators.verify.runner import SnippetRun
 
 CONFIRMED = "confirmed"
 NOT_CONFIRMED = "not confirmed"

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.advisor import Advisor
-from app.answer import Turn
-from ingest.errors import UsageError
-from ingest.pipeline import ingest
+from jaxmem.app.advisor import Advisor
+from jaxmem.app.answer import Turn
+from jaxmem.core.errors import UsageError
+from jaxmem.ingest.pipeline import ingest
 
 
 @pytest.fixture

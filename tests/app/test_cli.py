@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def jaxmem(*args, env=None, stdin=None, timeout=300):
-    proc = subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "jaxmem.app.cli", *args], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, **(env or {})}, input=stdin, timeout=timeout)
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     return proc

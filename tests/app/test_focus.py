@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.focus import opening
-from ingest.cards import CorpusLayout, load_card
+from jaxmem.app.focus import opening
+from jaxmem.ingest.cards import CorpusLayout, load_card
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
 
@@ -54,7 +54,7 @@ def test_a_short_unit_that_answers_outranks_a_long_one_that_shares_common_words(
 def test_a_second_cards_pointer_is_one_sentence_and_leaves_room_for_the_answer():
     # When two cards fit alike the other card is named with the first sentence of its summary;
     # its whole summary pushed the CPU paragraph that answers this question past the first screen.
-    from app.compose import compose_lead
+    from jaxmem.app.compose import compose_lead
 
     q = ("Memory allocation with CPU-only: are there configuration options like the GPU memory environment "
          "variables? `XLA_PYTHON_CLIENT_ALLOCATOR=platform` doesn't get rid of `Resource exhausted` errors.")
@@ -69,7 +69,7 @@ def test_a_second_cards_pointer_is_one_sentence_and_leaves_room_for_the_answer()
 
 
 def test_first_sentence_ends_at_a_full_stop_not_inside_a_number_or_version():
-    from app.compose import first_sentence
+    from jaxmem.app.compose import first_sentence
 
     assert first_sentence("It reserves 0.75 by default (jax 0.4.32+). Lower it.") == \
         "It reserves 0.75 by default (jax 0.4.32+)."

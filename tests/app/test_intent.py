@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.intent import Intent
+from jaxmem.app.intent import Intent
 
 
 def clusters(seed: int = 0):

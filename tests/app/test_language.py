@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.language import detect, prose
+from jaxmem.app.language import detect, prose
 
 CASES = [
     ("Varför tar JAX 75 % av GPU-minnet när jag startar träningen?", "sv"),

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from app.advisor import Advisor
-from ingest.pipeline import ingest
+from jaxmem.app.advisor import Advisor
+from jaxmem.ingest.pipeline import ingest
 
 
 class FakeOpenAI:
@@ -49,7 +49,7 @@ class FakeOpenAI:
 
 @pytest.fixture
 def llm(mini_settings, nano, monkeypatch):
-    from ingest.config import Settings
+    from jaxmem.core.settings import Settings
 
     fake = FakeOpenAI()
     monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
@@ -96,8 +96,8 @@ def test_llm_timeout_falls_back_to_the_offline_answer(llm):
 
 
 def test_unknown_llm_provider_names_the_choices(mini_settings, monkeypatch):
-    from ingest.config import Settings
-    from ingest.errors import ConfigError
+    from jaxmem.core.settings import Settings
+    from jaxmem.core.errors import ConfigError
 
     monkeypatch.setenv("JAXMEM_LLM", "gpt4all/x")
     with pytest.raises(ConfigError) as err:

@@ -15,9 +15,9 @@ import sys
 
 
 def main(argv: list[str]) -> None:
-    from app.services import Services
-    from ingest import db
-    from ingest.config import Settings
+    from jaxmem.app.services import Services
+    from jaxmem.core import db
+    from jaxmem.core.settings import Settings
 
     settings = Settings()
     svc = Services(settings)

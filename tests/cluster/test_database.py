@@ -42,7 +42,7 @@ def replica(env: dict, data_dir, *argv: str) -> dict:
 def test_replicas_starting_together_migrate_the_database_once(env, tmp_path):
     from alembic.script import ScriptDirectory
 
-    head = ScriptDirectory(str(ROOT / "ingest/migrations")).get_current_head()
+    head = ScriptDirectory(str(ROOT / "core/migrations")).get_current_head()
     t = time.monotonic()
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda i: replica(env, tmp_path / f"r{i}", "migrate"), range(4)))
@@ -87,15 +87,15 @@ def test_replicas_on_two_hosts_syncing_one_chroma_server_take_turns(env, postgre
     the first through the shared database, or its repair step deletes the other's chunks, written
     but not yet recorded, as orphans. Here this process holds the ingest lock as a replica on another
     host would (its own data directory); a replica's ingest waits until it is released."""
-    from ingest.config import Settings
-    from ingest.pipeline import corpus_documents, one_ingest_at_a_time
-    from ingest.store import Store
+    from jaxmem.core.settings import Settings
+    from jaxmem.ingest.pipeline import corpus_documents, one_ingest_at_a_time
+    from jaxmem.ingest.store import Store
 
     host, port = chroma_server
     env = {**env, "CHROMA_HOST": host, "CHROMA_PORT": str(port), "JAXMEM_DATABASE_URL": postgres.database("turns")}
 
     def start_ingest(data_dir):
-        return subprocess.Popen([sys.executable, "-m", "app.cli", "ingest", "--json"], cwd=ROOT, text=True,
+        return subprocess.Popen([sys.executable, "-m", "jaxmem.app.cli", "ingest", "--json"], cwd=ROOT, text=True,
                                 env={**env, "JAXMEM_DATA_DIR": str(data_dir)}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
 

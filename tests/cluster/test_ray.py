@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 @pytest.fixture
 def cluster_settings(ray_cluster, tmp_path, monkeypatch):
     """The fixture corpus plus the real buffer-donation pair; verification through the cluster."""
-    from ingest.config import Settings
+    from jaxmem.core.settings import Settings
 
     for k, v in ray_cluster.env.items():
         if k.startswith("RAY_"):
@@ -33,9 +33,9 @@ def cluster_settings(ray_cluster, tmp_path, monkeypatch):
 
 
 def services(settings, nano):
-    from app.advisor import Advisor
-    from app.services import Services
-    from ingest.pipeline import ingest
+    from jaxmem.app.advisor import Advisor
+    from jaxmem.app.services import Services
+    from jaxmem.ingest.pipeline import ingest
 
     ingest(settings, embeddings=nano, show_progress=False)
     return Services(settings, advisor=Advisor(settings, embeddings=nano))
@@ -54,11 +54,11 @@ def test_a_verification_runs_on_the_worker_with_the_resource(cluster_settings, r
     ans = other.ask("How do I reuse the input buffer with donate_argnums so parameters are not held twice?")
     ev = next(c.evidence for c in ans.citations if c.card == "buffer-donation")
     assert ev["node"] == ray_cluster.worker_node and ev["origin"] == "measured run"
-    from evaluators.verify.jobs import LocalVerifier
+    from jaxmem.evaluators.verify.jobs import LocalVerifier
 
     t = time.monotonic()
     LocalVerifier(cluster_settings).run(
-        __import__("evaluators.verify.jobs", fromlist=["Request"]).Request("card", topic="buffer-donation", repeats=1))
+        __import__("jaxmem.evaluators.verify.jobs", fromlist=["Request"]).Request("card", topic="buffer-donation", repeats=1))
     local = time.monotonic() - t
     with capsys.disabled():
         print(f"\n[ray] verification through Ray on the {ACCEL} worker: {through_ray:.1f} s "
@@ -69,7 +69,7 @@ def test_a_verification_runs_on_the_worker_with_the_resource(cluster_settings, r
 def test_a_killed_worker_is_retried(cluster_settings, ray_cluster, nano, capsys):
     import ray
 
-    from evaluators.verify import ray_jobs
+    from jaxmem.evaluators.verify import ray_jobs
 
     svc = services(cluster_settings, nano)
     killed, seen = [], []
@@ -95,7 +95,7 @@ def test_a_killed_worker_is_retried(cluster_settings, ray_cluster, nano, capsys)
 
 
 def test_no_worker_with_the_resource_is_a_clear_error_not_a_hang(cluster_settings, nano, capsys):
-    from ingest.errors import JaxmemError
+    from jaxmem.core.errors import JaxmemError
 
     settings = cluster_settings.model_copy(update={"ray_accelerator": "no_such_accelerator", "ray_timeout": 5})
     svc = services(settings, nano)

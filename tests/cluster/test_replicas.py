@@ -37,7 +37,7 @@ def deployment_env(ray_cluster, postgres, chroma_server, tmp_path):
            "JAXMEM_RAY_ACCELERATOR": ACCEL, "JAXMEM_VERIFY_REPEATS": "1", "HF_HUB_OFFLINE": "1",
            "JAXMEM_DATA_DIR": str(tmp_path / "ingest-data")}
     t = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "app.cli", "ingest"], env=env, cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "jaxmem.app.cli", "ingest"], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     print(f"\n[replicas] corpus ingested into the Chroma server in {time.monotonic() - t:.1f} s")
@@ -74,8 +74,8 @@ def test_a_run_requested_on_one_replica_is_seen_by_the_others(deployment_env, ra
     env = {name: {**deployment_env, "JAXMEM_DATA_DIR": str(tmp_path / f"data-{name}")} for name in ports}
     env["slack"].update(SLACK_BOT_TOKEN="xoxb-test-token", SLACK_SIGNING_SECRET=SECRET, SLACK_API_URL=standin.url)
     logs = {name: tmp_path / f"{name}.log" for name in ports}
-    cmd = {name: [sys.executable, "-m", "app.cli", "web", "--port", str(ports[name])] for name in ("a", "b")}
-    cmd["slack"] = [sys.executable, "-m", "app.cli", "slack", "--http", "--port", str(ports["slack"])]
+    cmd = {name: [sys.executable, "-m", "jaxmem.app.cli", "web", "--port", str(ports[name])] for name in ("a", "b")}
+    cmd["slack"] = [sys.executable, "-m", "jaxmem.app.cli", "slack", "--http", "--port", str(ports["slack"])]
     try:
         with background(cmd["a"], env=env["a"], log=logs["a"], cwd=ROOT) as web_a, \
                 background(cmd["b"], env=env["b"], log=logs["b"], cwd=ROOT) as web_b, \

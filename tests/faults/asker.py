@@ -30,8 +30,8 @@ def rss_bytes() -> int:
 
 
 def main(out: str, stop: str, threads: int = 1) -> None:
-    from app.services import Services
-    from ingest.errors import JaxmemError
+    from jaxmem.app.services import Services
+    from jaxmem.core.errors import JaxmemError
 
     services = Services()
     services.warm()

@@ -32,7 +32,7 @@ def shared_env(tmp_path) -> dict[str, str]:
 
 
 def jaxmem(*args: str) -> list[str]:
-    return [sys.executable, "-m", "app.cli", *args]
+    return [sys.executable, "-m", "jaxmem.app.cli", *args]
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -67,9 +67,9 @@ def test_web_slack_and_ingest_at_once_on_the_embedded_store(shared_env, tmp_path
     assert slack_rows and "wrong" not in slack_rows and "missing" not in slack_rows, slack_rows
 
     # the index is whole: every chunk of the corpus, nothing stale, and it answers
-    from ingest.config import Settings
-    from ingest.pipeline import corpus_documents
-    from ingest.store import Store
+    from jaxmem.core.settings import Settings
+    from jaxmem.ingest.pipeline import corpus_documents
+    from jaxmem.ingest.store import Store
 
     settings = Settings(data_dir=shared_env["JAXMEM_DATA_DIR"], corpus_dir=shared_env["JAXMEM_CORPUS_DIR"])
     assert Store(settings).info()["chunks"] == len(corpus_documents(settings.corpus_dir))

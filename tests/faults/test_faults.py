@@ -47,9 +47,9 @@ def ask_once(env: dict) -> tuple[str, set, dict | str]:
 
 
 def test_an_ingest_killed_at_random_points_leaves_an_index_that_answers(shared_env, capsys):
-    from ingest.config import Settings
-    from ingest.pipeline import corpus_documents
-    from ingest.store import Store
+    from jaxmem.core.settings import Settings
+    from jaxmem.ingest.pipeline import corpus_documents
+    from jaxmem.ingest.store import Store
 
     corpus = Path(shared_env["JAXMEM_CORPUS_DIR"])
     env = {**shared_env, "JAXMEM_EMBED_CACHE": str(Path(shared_env["JAXMEM_DATA_DIR"]).parent / "cold-cache")}
@@ -99,7 +99,7 @@ def test_an_ingest_killed_at_random_points_leaves_an_index_that_answers(shared_e
 
 WRITER = """
 import sys
-from app.feedback import FeedbackStore
+from jaxmem.app.feedback import FeedbackStore
 store = FeedbackStore(sys.argv[1])
 i = 0
 while True:
@@ -110,7 +110,7 @@ while True:
 
 
 def test_feedback_written_just_before_a_kill_survives(tmp_path, capsys):
-    from app.feedback import FeedbackStore
+    from jaxmem.app.feedback import FeedbackStore
 
     db = tmp_path / "feedback.sqlite"
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
@@ -139,9 +139,9 @@ def start_chroma(path: Path, port: int, log: Path):
 
 
 def test_a_chroma_server_that_goes_away_and_comes_back(mini_settings, nano, chroma_path, tmp_path, capsys):
-    from app.advisor import Advisor
-    from ingest.errors import StoreUnavailable
-    from ingest.pipeline import ingest
+    from jaxmem.app.advisor import Advisor
+    from jaxmem.core.errors import StoreUnavailable
+    from jaxmem.ingest.pipeline import ingest
 
     port = free_port()
     settings = mini_settings.model_copy(update={"chroma_host": "127.0.0.1", "chroma_port": port})

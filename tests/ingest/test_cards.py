@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.cards import check_corpus
+from jaxmem.ingest.cards import check_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def test_snippet_pair_that_does_not_parse_or_lacks_a_manifest(mini_corpus):
 
 
 def test_corpus_check_cli_exit_status(mini_corpus):
-    cmd = [sys.executable, "-m", "app.cli", "corpus", "check", "--path", str(mini_corpus)]
+    cmd = [sys.executable, "-m", "jaxmem.app.cli", "corpus", "check", "--path", str(mini_corpus)]
     ok = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     edit(mini_corpus / "cards/buffer-donation/sv.md", "related: [gpu-preallocation]", "related: [nope]")

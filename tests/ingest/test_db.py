@@ -6,8 +6,8 @@ import sys
 
 from sqlalchemy import text
 
-from ingest import db
-from ingest.config import Settings
+from jaxmem.core import db
+from jaxmem.core.settings import Settings
 
 
 def test_head_read_from_the_files_is_alembics_head():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ingest.errors import BackendMismatch
-from ingest.pipeline import ingest
-from ingest.store import Store
+from jaxmem.core.errors import BackendMismatch
+from jaxmem.ingest.pipeline import ingest
+from jaxmem.ingest.store import Store
 
 
 def card_chunks(settings, topic, lang):
@@ -66,7 +66,7 @@ def test_corpus_without_shipped_vectors_is_embedded(mini_settings, nano):
 
 
 def test_a_change_in_the_chunking_code_resyncs(mini_settings, nano, monkeypatch, tmp_path):
-    from ingest import pipeline
+    from jaxmem.ingest import pipeline
 
     ingest(mini_settings, embeddings=nano, show_progress=False)
     changed = tmp_path / "chunk.py"
@@ -82,7 +82,7 @@ def test_changed_card_reembeds_only_its_changed_chunks(mini_settings, nano):
     text = path.read_text(encoding="utf-8")
     path.write_text(text.replace("Argument som skickas med nyckelord doneras inte.",
                                  "Argument som skickas med nyckelord doneras inte; använd donate_argnames."), encoding="utf-8")
-    from ingest.pipeline import check_vectors, embed_corpus
+    from jaxmem.ingest.pipeline import check_vectors, embed_corpus
 
     # the shipped vectors are now stale for that card, and `corpus check` says so and how to refresh
     (problem,) = check_vectors(mini_settings)
@@ -103,8 +103,8 @@ def test_shipped_vectors_carry_the_stored_questions_latent_terms(mini_settings, 
     """The question classifier's second view (app/intent.py) needs every stored question's latent
     terms: they ship beside the vectors, `corpus check` names a question without them, and
     `corpus embed` adds them."""
-    from ingest.pipeline import check_vectors, corpus_documents, embed_corpus, side
-    from ingest.vectors import Artifact, artifact_path, terms_key
+    from jaxmem.ingest.pipeline import check_vectors, corpus_documents, embed_corpus, side
+    from jaxmem.ingest.vectors import Artifact, artifact_path, terms_key
 
     path = artifact_path(mini_settings.corpus_dir, nano.name)
     questions = [d.page_content for d in corpus_documents(mini_settings.corpus_dir) if side(d) == "query"]
@@ -123,7 +123,7 @@ def test_shipped_vectors_carry_the_stored_questions_latent_terms(mini_settings, 
         cut = min(fresh.values())
         assert all(v <= cut * 1.05 for k, v in stored.items() if k not in fresh), q  # only the tail differs
     # an artifact written without them (an older one): every file with questions is named
-    from ingest.vectors import write
+    from jaxmem.ingest.vectors import write
 
     write(path, art.model, [(k, art.raw(k)) for k in art.rows])
     problems = check_vectors(mini_settings)
@@ -170,7 +170,7 @@ class FailingAfter:
 
 
 def test_interrupted_ingest_leaves_the_previous_index_usable(mini_settings, nano, monkeypatch, tmp_path):
-    from app.advisor import Advisor
+    from jaxmem.app.advisor import Advisor
 
     ingest(mini_settings, embeddings=nano, show_progress=False)
     # every card changes; the next ingest dies before it has embedded them all
@@ -235,7 +235,7 @@ class OtherModel:
 
 
 def test_other_backend_is_refused_with_a_reingest_hint(mini_settings, nano):
-    from app.advisor import Advisor
+    from jaxmem.app.advisor import Advisor
 
     ingest(mini_settings, embeddings=nano, show_progress=False)
     with pytest.raises(BackendMismatch) as err:
@@ -251,8 +251,8 @@ def test_other_backend_is_refused_with_a_reingest_hint(mini_settings, nano):
 def test_sentence_transformers_backend_offline(mini_settings):
     """The second backend, with the MiniLM model that ships in a package (no download)."""
 
-    from app.advisor import Advisor
-    from ingest.embed import make_embeddings
+    from jaxmem.app.advisor import Advisor
+    from jaxmem.ingest.embed import make_embeddings
 
     st = make_embeddings("minilm")
     assert st.name == "st/all-MiniLM-L6-v2" and st.dim == 384
@@ -264,7 +264,7 @@ def test_sentence_transformers_backend_offline(mini_settings):
 
 
 def test_unknown_backend_names_the_choices():
-    from ingest.embed import UnknownBackend, make_embeddings
+    from jaxmem.ingest.embed import UnknownBackend, make_embeddings
 
     with pytest.raises(UnknownBackend) as err:
         make_embeddings("word2vec")
@@ -296,6 +296,6 @@ def test_question_chunks_are_embedded_as_queries_also_from_the_cache(mini_settin
     ("/srv/e5-models/all-MiniLM-L6-v2", None, False),
 ])
 def test_e5_prefixes_are_chosen_by_the_model_name_not_its_folder(model, label, e5):
-    from ingest.embed import is_e5, model_name
+    from jaxmem.ingest.embed import is_e5, model_name
 
     assert is_e5(model_name(model, label)) is e5

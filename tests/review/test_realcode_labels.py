@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluators.review.realcode import run as realcode
+from tests.helpers import load_benchmark
+
+realcode = load_benchmark("review/realcode/run.py")
 
 
 def test_every_finding_on_vendored_code_is_labelled():
@@ -17,11 +19,11 @@ def test_every_finding_on_vendored_code_is_labelled():
             rel = Path(f.path).resolve().relative_to(realcode.HERE).as_posix()
             if realcode.key(rel, f.cell, f.line, f.code) not in labels:
                 unlabeled.append(f"{rel}:{f.cell or ''}:{f.line} {f.code}")
-    assert not unlabeled, "label these findings in evaluators/review/realcode/labels.yaml: " + ", ".join(unlabeled)
+    assert not unlabeled, "label these findings in benchmarks/review/realcode/labels.yaml: " + ", ".join(unlabeled)
 
 
 def test_recall_cases_name_vendored_files_and_real_codes():
-    from evaluators.review.registry import all_rules
+    from jaxmem.evaluators.review.registry import all_rules
 
     codes = {r.code for r in all_rules()}
     for case in realcode.load_items(realcode.HERE / "recall.yaml"):

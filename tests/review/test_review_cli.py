@@ -8,9 +8,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from evaluators.review import dynamic
-from evaluators.review.cli import command, rules_table
-from evaluators.review.registry import all_rules
+from jaxmem.evaluators.review import dynamic
+from jaxmem.evaluators.review.cli import command, rules_table
+from jaxmem.evaluators.review.registry import all_rules
 
 BAD = "import jax.numpy as jnp\nfor i in range(100):\n    x = jnp.ones(3)\n    print(float(x.sum()))\n"
 CLEAN = "import jax.numpy as jnp\nx = jnp.ones(3)\nprint(float(x.sum()))\n"
@@ -84,7 +84,7 @@ def test_internal_error_is_a_message_not_a_traceback(files: Path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("evaluators.review.api.review_paths", boom)
+    monkeypatch.setattr("jaxmem.evaluators.review.api.review_paths", boom)
     res = CliRunner().invoke(command, [str(files)])
     assert res.exit_code == 2
     assert "internal error: RuntimeError: disk on fire" in res.output and "Traceback" not in res.output
@@ -127,7 +127,7 @@ def test_run_with_the_real_verifier(files: Path):
 def test_a_missing_path_is_an_error_not_zero_findings(tmp_path):
     from click.testing import CliRunner
 
-    from evaluators.review.cli import command
+    from jaxmem.evaluators.review.cli import command
 
     result = CliRunner().invoke(command, [str(tmp_path / "missing.py")])
     assert result.exit_code == 2 and "no such file or directory" in result.output

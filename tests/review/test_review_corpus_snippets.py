@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluators.review.api import review_source
+from jaxmem.evaluators.review.api import review_source
 
 SNIPPETS = Path(__file__).resolve().parents[2] / "corpus" / "snippets"
 

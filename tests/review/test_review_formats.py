@@ -12,12 +12,12 @@ import jsonschema
 import pytest
 
 from tests.review.helpers import FIXTURES, HERE, check_golden
-from evaluators.review import registry
-from evaluators.review.api import (
+from jaxmem.evaluators.review import registry
+from jaxmem.evaluators.review.api import (
     card_url_factory, format_json, format_markdown, format_sarif, format_text, review_source,
 )
-from evaluators.review.finding import Note
-from evaluators.review.formats import fingerprints
+from jaxmem.evaluators.review.finding import Note
+from jaxmem.evaluators.review.formats import fingerprints
 
 SAMPLE = FIXTURES / "JM101" / "bad_training_loop.py"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.review import config
-from evaluators.review.api import review_paths, review_question, review_source, extract_code_blocks
+from jaxmem.evaluators.review import config
+from jaxmem.evaluators.review.api import review_paths, review_question, review_source, extract_code_blocks
 
 BAD_LOOP = "import jax.numpy as jnp\n\nfor i in range(100):\n    x = jnp.ones(3)\n    print(float(x.sum()))\n"
 
@@ -126,8 +126,8 @@ def test_parallel_batch_matches_serial(tmp_path: Path):
 
 
 def test_a_crashing_rule_skips_one_file_and_exits_2(tmp_path: Path, monkeypatch):
-    from evaluators.review import api
-    from evaluators.review.rules import host_scalar_conversion_in_loop as mod
+    from jaxmem.evaluators.review import api
+    from jaxmem.evaluators.review.rules import host_scalar_conversion_in_loop as mod
 
     (tmp_path / "a.py").write_text(BAD_LOOP)
     (tmp_path / "b.py").write_text("import jax\nprint(jax.jit)\n")

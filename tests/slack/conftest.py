@@ -34,8 +34,8 @@ def standin():
 
 @pytest.fixture(scope="module")
 def slack_settings(tmp_path_factory, nano):
-    from ingest.config import Settings
-    from ingest.pipeline import ingest
+    from jaxmem.core.settings import Settings
+    from jaxmem.ingest.pipeline import ingest
 
     root = tmp_path_factory.mktemp("slack")
     shutil.copytree(MINI, root / "corpus")
@@ -54,12 +54,12 @@ class BotServer:
 @contextmanager
 def running_bot(standin, settings, nano):
     """The real Bolt app in HTTP mode on a free port, with `settings`, against the stand-in."""
-    from app.advisor import Advisor
-    from app.services import Services
-    from app.slack.app import build_app
-    from app.slack.config import SlackConfig
-    from app.slack.flows import Bot
-    from app.slack.server import make_server, serve_in_thread
+    from jaxmem.app.advisor import Advisor
+    from jaxmem.app.services import Services
+    from jaxmem.app.slack.app import build_app
+    from jaxmem.app.slack.config import SlackConfig
+    from jaxmem.app.slack.flows import Bot
+    from jaxmem.app.slack.server import make_server, serve_in_thread
 
     bot = Bot(Services(settings, advisor=Advisor(settings, embeddings=nano)))
     bot.services.warm()

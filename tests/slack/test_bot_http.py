@@ -232,7 +232,7 @@ def test_one_message_per_second_per_channel(bot_server, standin, channel):
 
 
 def test_feedback_button_is_stored_with_the_web_feedback(bot_server, standin, channel):
-    from app.feedback import FeedbackStore
+    from jaxmem.app.feedback import FeedbackStore
 
     event = mention(standin, channel, "How do I stop JAX from preallocating GPU memory?")
     send_event(bot_server.url, event)

@@ -10,7 +10,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from app.cli import main
+from jaxmem.app.cli import main
 from tests.helpers import background, free_port, port_open, wait_http
 from tests.slack.conftest import mention, send_event
 
@@ -78,7 +78,7 @@ def test_socket_mode_is_wired_to_the_bolt_app_and_the_app_token(no_slack_env, mo
 @pytest.mark.slow
 def test_jaxmem_slack_http_process_answers_a_signed_mention_and_stops_on_sigterm(mini_env, standin, channel,
                                                                                    tmp_path, capsys):
-    from ingest.pipeline import ensure_index
+    from jaxmem.ingest.pipeline import ensure_index
 
     ensure_index(mini_env, show_progress=False)  # a prepared index; the process only loads it
     port = free_port()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from app.slack.cli import command
-from app.slack.listeners.command import COMMAND
+from jaxmem.app.slack.cli import command
+from jaxmem.app.slack.listeners.command import COMMAND
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = yaml.safe_load((ROOT / "slack-manifest.yaml").read_text(encoding="utf-8"))
@@ -16,7 +16,7 @@ SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Slack bot",
 
 def env_vars() -> set[str]:
     """The Slack settings of the one settings model."""
-    from ingest.config import fields
+    from jaxmem.core.settings import fields
 
     return {meta["env"] for _, meta in fields() if meta["env"].startswith("SLACK_") or meta["env"] == "JAXMEM_SLACK_USER_RUNS"}
 

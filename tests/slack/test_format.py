@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.slack.format import SECTION_LIMIT, pack, split_text, to_mrkdwn
+from jaxmem.app.slack.format import SECTION_LIMIT, pack, split_text, to_mrkdwn
 
 GOLDEN = Path(__file__).parent / "golden"
 

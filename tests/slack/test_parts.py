@@ -5,15 +5,15 @@ import threading
 
 import pytest
 
-from app.answer import Answer, Citation
-from app.slack import render
-from app.slack.flows import clean, is_review_only
-from app.slack.config import SlackConfig
-from app.slack.dedupe import SeenCache
-from app.slack.format import BLOCKS_PER_MESSAGE, SECTION_LIMIT
-from app.slack.listeners.command import parse
-from app.slack.post import ChannelRateLimiter, Poster
-from ingest.errors import UsageError
+from jaxmem.app.answer import Answer, Citation
+from jaxmem.app.slack import render
+from jaxmem.app.slack.flows import clean, is_review_only
+from jaxmem.app.slack.config import SlackConfig
+from jaxmem.app.slack.dedupe import SeenCache
+from jaxmem.app.slack.format import BLOCKS_PER_MESSAGE, SECTION_LIMIT
+from jaxmem.app.slack.listeners.command import parse
+from jaxmem.app.slack.post import ChannelRateLimiter, Poster
+from jaxmem.core.errors import UsageError
 
 
 class FakeClock:
@@ -135,8 +135,8 @@ def test_config_errors_name_the_variable(monkeypatch, env, mode, message):
         monkeypatch.delenv(var, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    from ingest.config import Settings
-    from ingest.errors import JaxmemError
+    from jaxmem.core.settings import Settings
+    from jaxmem.core.errors import JaxmemError
 
     with pytest.raises(JaxmemError) as err:  # a UsageError from the check, a ConfigError from the settings
         SlackConfig.from_settings(Settings()).check(mode)
@@ -149,7 +149,7 @@ def test_verify_message_shows_the_verdict_and_each_metric_in_units():
          "after": 262144, "backends": ["cpu", "gpu", "tpu"]},
         {"metric": "device_peak_bytes", "label": "device peak memory", "verdict": "not measurable here",
          "before": None, "after": None, "backends": ["gpu", "tpu"]}]}
-    from evaluators.verify.records import Evidence
+    from jaxmem.evaluators.verify.records import Evidence
 
     (msg,) = render.verify_messages(Evidence(record), "https://example.org/buffer-donation/en.md")
     text = "\n".join(b["text"]["text"] if b["type"] == "section" else b["elements"][0]["text"] for b in msg["blocks"])
@@ -212,7 +212,7 @@ def test_new_messages_wait_for_the_channel_but_updates_do_not():
 def test_thread_turns_come_from_the_bots_answer_metadata_only():
     from slack_sdk.errors import SlackApiError
 
-    from app.slack.history import thread_turns
+    from jaxmem.app.slack.history import thread_turns
 
     def answer(ts, question, cards):
         return {"ts": ts, "text": f"answer to {question}", "bot_id": "B1", "metadata": {

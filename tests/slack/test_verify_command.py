@@ -25,8 +25,8 @@ for _ in range(3):
 @pytest.fixture(scope="module")
 def slack_settings(tmp_path_factory, nano):
     """The mini corpus plus the real buffer-donation snippet pair, so there is something to verify."""
-    from ingest.config import Settings
-    from ingest.pipeline import ingest
+    from jaxmem.core.settings import Settings
+    from jaxmem.ingest.pipeline import ingest
 
     root = tmp_path_factory.mktemp("slack-verify")
     shutil.copytree(MINI, root / "corpus")
@@ -97,7 +97,7 @@ def test_a_user_over_the_allowance_is_told_so(open_bot, standin, channel):
 
 def test_a_queued_verification_shows_its_place(bot_server, standin, channel, slack_settings):
     """The machine's one slot is taken (as by a run of the web app): the placeholder says so."""
-    from evaluators.verify.queue import RunQueue
+    from jaxmem.evaluators.verify.queue import RunQueue
 
     queue = RunQueue(slack_settings.data_dir / "verify-queue", 1)
     held, release = threading.Event(), threading.Event()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.config import Settings
+from jaxmem.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases"
@@ -24,7 +24,7 @@ def case():
 
 @pytest.fixture(scope="session")
 def baseline():
-    from evaluators.verify.runner import run_baseline
+    from jaxmem.evaluators.verify.runner import run_baseline
     run = run_baseline()
     assert run.ok, run.error
     return run

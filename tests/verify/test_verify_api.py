@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from evaluators.verify import api
-from evaluators.verify.report import summary
-from evaluators.verify.store import save_cached, write_evidence
+from jaxmem.evaluators.verify import api
+from jaxmem.evaluators.verify.report import summary
+from jaxmem.evaluators.verify.store import save_cached, write_evidence
 
 from .conftest import write_pair
 

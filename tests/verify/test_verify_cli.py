@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from evaluators.verify.cli import command
+from jaxmem.evaluators.verify.cli import command
 
 from .conftest import write_pair
 from .test_verify_api import LOOP, MANIFEST
@@ -76,7 +76,7 @@ def test_missing_script_is_a_usage_error(env, tmp_path):
 
 
 def cgroup_here() -> bool:
-    from evaluators.verify.sandbox import TaskCap
+    from jaxmem.evaluators.verify.sandbox import TaskCap
 
     cap = TaskCap(16)
     try:
@@ -111,7 +111,7 @@ def test_sigterm_stops_a_running_verification_and_everything_it_started(tmp_path
     script.write_text(SLOW_SCRIPT.format(marker=marker))
     env = {**os.environ, "JAXMEM_SANDBOX": sandbox, "JAXMEM_DATA_DIR": str(tmp_path / "data")}
     log = tmp_path / "verify.log"
-    with background([sys.executable, "-m", "app.cli", "verify", "--script", str(script), "--timeout", "300"],
+    with background([sys.executable, "-m", "jaxmem.app.cli", "verify", "--script", str(script), "--timeout", "300"],
                     env=env, log=log) as proc:
         deadline = time.monotonic() + 60
         while not running_with(marker) and time.monotonic() < deadline:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from evaluators.verify.manifest import load_pairs
+from jaxmem.evaluators.verify.manifest import load_pairs
 
 from .conftest import ROOT
 
@@ -41,7 +41,7 @@ def test_cpu_measurable_claims_are_confirmed_and_the_rest_labelled(evidence):
 @pytest.mark.slow
 def test_gpu_only_pairs_still_run_on_cpu(baseline):
     """The verifier skips them here (nothing to measure), but users run them anywhere."""
-    from evaluators.verify.runner import run_snippet
+    from jaxmem.evaluators.verify.runner import run_snippet
 
     gpu_only = [p for p in load_pairs(ROOT / "corpus").values()
                 if not any("cpu" in m.backends for m in p.metrics)]

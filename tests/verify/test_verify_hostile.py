@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.verify.runner import run_snippet
-from evaluators.verify.sandbox import GiB, MiB, Limits, bwrap_problem
+from jaxmem.evaluators.verify.runner import run_snippet
+from jaxmem.evaluators.verify.sandbox import GiB, MiB, Limits, bwrap_problem
 from tests.helpers import running_with
 from tests.verify.test_verify_isolation import SECRETS
 
@@ -94,7 +94,7 @@ def test_writing_outside_the_work_directory(tmp_path, capsys):
         home_target.unlink(missing_ok=True)
         tmp_target.unlink(missing_ok=True)
     # The sandbox has a private /tmp (writable, thrown away); the rest outside its directory is read-only.
-    # A target under /tmp (a checkout in a temporary folder, as evaluators/bench/fresh_machine.py
+    # A target under /tmp (a checkout in a temporary folder, as benchmarks/fresh_machine.py
     # makes) lands in that private /tmp when written: the host file is unchanged (asserted above).
     def in_private_tmp(path: Path) -> bool:
         return path.resolve().is_relative_to("/tmp")

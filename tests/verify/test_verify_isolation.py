@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from evaluators.verify.runner import run_snippet
-from evaluators.verify.sandbox import GiB, Limits, scrub_env
+from jaxmem.evaluators.verify.runner import run_snippet
+from jaxmem.evaluators.verify.sandbox import GiB, Limits, scrub_env
 from tests.helpers import running_with
 
 SECRETS = {"SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "s3", "OPENAI_API_KEY": "sk-1",
@@ -108,7 +108,7 @@ def test_hard_exit_without_a_result_is_an_error(tmp_path):
 
 @pytest.mark.parametrize("isolation", ["process", "bwrap"])
 def test_a_snippet_imports_the_standard_library_not_the_verifiers_modules(case, isolation):
-    from evaluators.verify.sandbox import bwrap_problem
+    from jaxmem.evaluators.verify.sandbox import bwrap_problem
 
     if isolation == "bwrap" and bwrap_problem():
         pytest.skip(bwrap_problem())

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.verify.metrics import RSS_NOISE_FLOOR
-from evaluators.verify.runner import run_snippet
+from jaxmem.evaluators.verify.metrics import RSS_NOISE_FLOOR
+from jaxmem.evaluators.verify.runner import run_snippet
 
 pytestmark = pytest.mark.slow
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.verify.manifest import ManifestError, load_pair, load_pairs
-from evaluators.verify.metrics import METRICS
+from jaxmem.evaluators.verify.manifest import ManifestError, load_pair, load_pairs
+from jaxmem.evaluators.verify.metrics import METRICS
 
 from .conftest import ROOT, write_pair
 
@@ -64,7 +64,7 @@ BEFORE = "x = 1\n"
 ])
 def test_bad_manifest_names_the_value_and_the_choices(pair_corpus, manifest, message):
     """One schema: the verifier refuses it, and `jaxmem corpus check` reports the same problem."""
-    from ingest.cards import CorpusLayout, check_snippets
+    from jaxmem.ingest.cards import CorpusLayout, check_snippets
 
     d = write_pair(pair_corpus, "p", BEFORE, BEFORE, manifest)
     with pytest.raises(ManifestError) as err:

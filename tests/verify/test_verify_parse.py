@@ -1,8 +1,8 @@
 """Counting transfer-guard lines: only inside the snippet, explicit ones told apart."""
 from __future__ import annotations
 
-from evaluators.verify import probe
-from evaluators.verify.runner import parse_stderr
+from jaxmem.evaluators.verify import probe
+from jaxmem.evaluators.verify.runner import parse_stderr
 
 H2D = "W1130 11:16:47.229349    7153 guard_lib.cc:125] host-to-device transfer: aval=ShapedArray(float32[4])"
 H2D_FAST = "W1130 11:16:47.229380    7153 guard_lib.cc:125] host-to-device transfer: "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.verify.runner import run_snippet
+from jaxmem.evaluators.verify.runner import run_snippet
 
 pytestmark = pytest.mark.slow
 

@@ -1,9 +1,9 @@
 """Verdict rules on hand-made runs: exact metrics, the RSS noise margin, labels and errors."""
 from __future__ import annotations
 
-from evaluators.verify.manifest import MetricSpec
-from evaluators.verify.runner import SnippetRun
-from evaluators.verify.verdicts import (CONFIRMED, ERROR, NOT_CONFIRMED, NOT_MEASURABLE, judge_metric,
+from jaxmem.evaluators.verify.manifest import MetricSpec
+from jaxmem.evaluators.verify.runner import SnippetRun
+from jaxmem.evaluators.verify.verdicts import (CONFIRMED, ERROR, NOT_CONFIRMED, NOT_MEASURABLE, judge_metric,
                                         overall)
 
 MiB = 1 << 20

@@ -27,8 +27,8 @@ def web_env(tmp_path_factory) -> dict[str, str]:
     }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    from ingest.config import Settings
-    from ingest.pipeline import ensure_index
+    from jaxmem.core.settings import Settings
+    from jaxmem.ingest.pipeline import ensure_index
 
     ensure_index(Settings(), show_progress=False)
     yield env

@@ -36,7 +36,7 @@ def server(web_env, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     url = f"http://127.0.0.1:{port}"
-    with background([sys.executable, "-m", "app.cli", "web", "--port", str(port)], env={**os.environ, **web_env},
+    with background([sys.executable, "-m", "jaxmem.app.cli", "web", "--port", str(port)], env={**os.environ, **web_env},
                     log=log) as proc:
         wait_http(f"{url}/_stcore/health", proc, timeout=START_TIMEOUT_S, expect=b"ok", log=log)
         yield url

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tests.web.helpers import SWEDISH_QUESTION, ask, texts
 
-from ingest.errors import StoreCorrupt
+from jaxmem.core.errors import StoreCorrupt
 
 
 def answers(at) -> list:
@@ -63,7 +63,7 @@ def test_a_megabyte_question_is_answered_truncated_and_shown_shortened(app):
 
 
 def test_store_failure_is_shown_plainly_and_the_next_question_works(app, monkeypatch):
-    from app.advisor import Advisor
+    from jaxmem.app.advisor import Advisor
 
     real_ask = Advisor.ask
 
@@ -82,7 +82,7 @@ def test_store_failure_is_shown_plainly_and_the_next_question_works(app, monkeyp
 
 
 def test_unexpected_error_is_shown_without_a_traceback(app, monkeypatch):
-    from app.advisor import Advisor
+    from jaxmem.app.advisor import Advisor
 
     monkeypatch.setattr(Advisor, "ask", lambda *a, **k: 1 / 0)
     ask(app, SWEDISH_QUESTION)

@@ -8,8 +8,8 @@ import threading
 import pytest
 from tests.web.helpers import SWEDISH_QUESTION, ask
 
-from app.feedback import FeedbackStore
-from ingest.errors import UsageError
+from jaxmem.app.feedback import FeedbackStore
+from jaxmem.core.errors import UsageError
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_thumbs_and_comment_in_the_chat_are_stored(app, web_env):
     answer_id = app.session_state["turns"][-1]["id"]
     app.feedback[0].set_value(0).run()  # thumbs down
     assert not app.exception
-    from ingest.config import Settings
+    from jaxmem.core.settings import Settings
 
     db = FeedbackStore.default(Settings())
     row = db.get(answer_id)

@@ -51,7 +51,7 @@ def test_pasted_code_gets_findings_with_lines_rules_and_card_links(review):
 def test_downloads_are_the_reviewers_json_and_sarif(review):
     review.text_area(key="paste").input(TRAIN)
     press_review(review)
-    from evaluators.review import api, registry
+    from jaxmem.evaluators.review import api, registry
 
     objects = review.session_state["review"]["objects"]
     doc = json.loads(api.format_json(objects, files=1))
@@ -119,7 +119,7 @@ def test_running_user_code_is_off_by_default(review):
 @pytest.fixture
 def user_code_on(monkeypatch):
     """The operator's switch (JAXMEM_USER_CODE=true), on the process's one service layer."""
-    from app.webui import shared
+    from jaxmem.app.webui import shared
 
     monkeypatch.setattr(shared.services().settings, "user_code", True)
 

@@ -10,8 +10,8 @@ from tests.web.helpers import SWEDISH_QUESTION, ask
 def test_heavy_objects_are_built_once_per_process(web_env, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from app.advisor import Advisor
-    from app.webui import shared
+    from jaxmem.app.advisor import Advisor
+    from jaxmem.app.webui import shared
     from tests.web.helpers import ENTRY
 
     built = []

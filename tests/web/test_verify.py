@@ -45,7 +45,7 @@ def test_verify_button_runs_the_pair_here_and_draws_the_result(app):
 
 @pytest.mark.slow
 def test_verifier_timeout_is_shown_and_the_app_keeps_working(app, monkeypatch):
-    from app.webui import shared
+    from jaxmem.app.webui import shared
 
     monkeypatch.setattr(shared.services().settings, "verify_timeout", 0.01)  # JAXMEM_VERIFY_TIMEOUT
     ask(app, SWEDISH_QUESTION)

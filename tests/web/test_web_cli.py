@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 from click.testing import CliRunner
 
-from app.cli import main
+from jaxmem.app.cli import main
 from tests.helpers import background, free_port, port_open, running_with, wait_http
 
 
@@ -42,7 +42,7 @@ def test_jaxmem_web_serves_on_localhost_and_stops_on_sigterm(web_env, tmp_path, 
     started): within seconds, nothing left serving on the port, no Streamlit left behind."""
     port = free_port()
     log = tmp_path / "web.log"
-    with background([sys.executable, "-m", "app.cli", "web", "--port", str(port)], env={**os.environ, **web_env},
+    with background([sys.executable, "-m", "jaxmem.app.cli", "web", "--port", str(port)], env={**os.environ, **web_env},
                     log=log) as proc:
         wait_http(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=60, expect=b"ok", log=log)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:

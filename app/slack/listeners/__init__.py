@@ -1,7 +1,7 @@
 """One module per Slack entry point; `register` wires them all onto a Bolt app."""
 from __future__ import annotations
 
-from app.slack.listeners import command, feedback, mention, message
+from jaxmem.app.slack.listeners import command, feedback, mention, message
 
 
 def register(app, bot) -> None:

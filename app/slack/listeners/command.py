@@ -1,7 +1,7 @@
 """`/jaxmem ask QUESTION`, `/jaxmem review` + a ``` block, `/jaxmem verify TOPIC`, `/jaxmem help`."""
 from __future__ import annotations
 
-from app.slack import flows, render
+from jaxmem.app.slack import flows, render
 
 COMMAND = "/jaxmem"  # as registered in slack-manifest.yaml
 KINDS = ("ask", "review", "verify", "help")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from app.slack import flows
+from jaxmem.app.slack import flows
 
 RATING = {"jaxmem_feedback_up": "up", "jaxmem_feedback_down": "down"}
 

@@ -1,7 +1,7 @@
 """@jaxmem in a channel: answer (or review pasted code) in the message's thread."""
 from __future__ import annotations
 
-from app.slack import flows
+from jaxmem.app.slack import flows
 
 
 def register(app, bot) -> None:

@@ -1,7 +1,7 @@
 """Direct messages, and follow-ups without a mention in threads the bot already answered in."""
 from __future__ import annotations
 
-from app.slack import flows
+from jaxmem.app.slack import flows
 
 
 def register(app, bot) -> None:

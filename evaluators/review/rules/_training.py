@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx
+from jaxmem.evaluators.review.rule import Ctx
 
 TRAINING_STEP_HINTS = ("train", "update", "fit", "learn", "sgd", "optim")
 TRAINED_HINTS = ("param", "opt", "train", "model", "weight", "svi", "solver", "learner")

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review import intent
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._training import named_trained, training_call
-from evaluators.review.rules._util import loop_targets, not_per_step
+from jaxmem.evaluators.review import intent
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._training import named_trained, training_call
+from jaxmem.evaluators.review.rules._util import loop_targets, not_per_step
 
 # Conventional names of per-step scalars: holding a few hundred of them costs nothing.
 SCALAR_HINTS = ("loss", "acc", "metric", "norm", "err", "score", "reward", "perplex", "lr", "value")

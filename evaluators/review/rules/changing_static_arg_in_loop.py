@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review import intent
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import enclosing_loop_of
+from jaxmem.evaluators.review import intent
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import enclosing_loop_of
 
 
 class ChangingStaticArgInLoop(Rule):

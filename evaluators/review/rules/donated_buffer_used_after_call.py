@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.context import HOST_ATTRS
-from evaluators.review.rule import LOOP_TYPES, Ctx, Rule
+from jaxmem.evaluators.review.context import HOST_ATTRS
+from jaxmem.evaluators.review.rule import LOOP_TYPES, Ctx, Rule
 
 
 def _names(node: ast.AST, want: type) -> set[str]:

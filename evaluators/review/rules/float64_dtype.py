@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review import intent
-from evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review import intent
+from jaxmem.evaluators.review.rule import Ctx, Rule
 
 F64 = frozenset({"jax.numpy.float64", "numpy.float64", "jax.numpy.double", "numpy.double",
                  "jax.numpy.complex128", "numpy.complex128"})

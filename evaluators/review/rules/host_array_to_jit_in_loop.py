@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.context import end_pos, pos
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import (
+from jaxmem.evaluators.review.context import end_pos, pos
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import (
     TRANSFER_WORDS, describe, enclosing_loop_of, jitted_call_args_in_host_loop, not_per_step,
 )
 

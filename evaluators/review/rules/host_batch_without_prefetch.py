@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review import intent
-from evaluators.review.context import dotted
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import describe
+from jaxmem.evaluators.review import intent
+from jaxmem.evaluators.review.context import dotted
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import describe
 
 DATA_HINTS = ("loader", "dataset", "data", "iter", "stream", "batches", "ds")
 PUT_NAMES = frozenset({"jax.device_put", "jax.make_array_from_process_local_data", "jax.make_array_from_callback"})

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import builtin_name, describe, not_per_step, periodic
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import builtin_name, describe, not_per_step, periodic
 
 CONVERTERS = frozenset({"float", "int", "bool", "complex"})
 # A benchmark named for one of these measures the host read itself.

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review import intent
-from evaluators.review.context import TRACING_NAMES, end_pos, pos
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import loop_bound
+from jaxmem.evaluators.review import intent
+from jaxmem.evaluators.review.context import TRACING_NAMES, end_pos, pos
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import loop_bound
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 import math
 
-from evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rule import Ctx, Rule
 
 LARGE_ELEMENTS = 262_144  # 1 MiB of float32
 SHAPED = frozenset({"zeros", "ones", "empty", "full"})

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import is_sync
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import is_sync
 
 PROFILES = frozenset({"jax.profiler.save_device_memory_profile", "jax.profiler.device_memory_profile"})
 

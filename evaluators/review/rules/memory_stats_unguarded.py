@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rule import Ctx, Rule
 
 
 class MemoryStatsUnguarded(Rule):

@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review import intent
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._training import named_trained, training_call
-from evaluators.review.rules._util import under_periodic_guard
+from jaxmem.evaluators.review import intent
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._training import named_trained, training_call
+from jaxmem.evaluators.review.rules._util import under_periodic_guard
 
 
 def target_names(targets: list[ast.AST]) -> set[str]:

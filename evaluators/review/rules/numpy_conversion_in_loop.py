@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import not_per_step, periodic
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import not_per_step, periodic
 
 
 # NumPy functions that read only shape and dtype: no copy, no wait.

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import ENV_CALLS, env_writes
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import ENV_CALLS, env_writes
 
 KEYS = frozenset({"JAX_TRANSFER_GUARD_HOST_TO_DEVICE", "JAX_TRANSFER_GUARD_DEVICE_TO_HOST",
                   "JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE"})

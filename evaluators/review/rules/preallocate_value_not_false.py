@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
 
 OFF = ("false", "False", "0")
 ON = ("true", "True", "1")

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import builtin_name, describe, not_per_step, periodic
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import builtin_name, describe, not_per_step, periodic
 
 FORMATTERS = frozenset({"print", "str", "repr", "format"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "error", "critical", "exception", "log", "write"})

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rule import Ctx, Rule
 
 REMOVED = frozenset({"jax.clear_backends", "jax.lib.xla_bridge._clear_backends"})
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rule import Ctx, Rule
 
 REMOVED = frozenset({"jax.device_put_sharded", "jax.device_put_replicated"})
 

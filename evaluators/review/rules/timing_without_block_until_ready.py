@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import ast
 
-from evaluators.review.context import dotted, pos
-from evaluators.review.rule import Ctx, Rule
-from evaluators.review.rules._util import TIMERS, is_sync, waits
+from jaxmem.evaluators.review.context import dotted, pos
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import TIMERS, is_sync, waits
 
 
 def _names_compilation(stmt: ast.stmt) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import math
 
-from evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rule import Ctx, Rule
 
 SHAPED = frozenset({"zeros", "ones", "empty", "full"})
 MIN_ELEMENTS = 65_536

@@ -6,7 +6,7 @@ appears in the first 800 characters of the answer. Baselines: lexical only (BM25
 retrieval with the English-only MiniLM (indexed into its own collection, so the main index is
 untouched).
 
-Sets (evaluators/retrieval/*.yaml): `main` (the only one settings were tuned on), `heldout` and
+Sets (benchmarks/questions/*.yaml in a source checkout; not part of the wheel): `main` (the only one settings were tuned on), `heldout` and
 `fresh` (written independently, never tuned on), and `real`: questions people asked in public
 threads, condensed in their words, with every acceptable card, key facts and a dev/held-out split
 fixed before any system output was seen; the held-out half and the translations are reported
@@ -20,18 +20,34 @@ from pathlib import Path
 
 import yaml
 
-from ingest.config import Settings
+from jaxmem.core.errors import UsageError
+from jaxmem.core.layout import benchmarks_dir
+from jaxmem.core.settings import Settings
 
-QUESTIONS = Path(__file__).with_name("questions.yaml")
-HELDOUT = Path(__file__).with_name("heldout.yaml")  # written independently; never used for tuning
-# written after the cards gained user-style questions, by a writer who saw neither them nor the sets
-FRESH = Path(__file__).with_name("fresh.yaml")
-REAL = Path(__file__).with_name("real.yaml")  # real questions from public threads (see its header)
-SETS = {"main": QUESTIONS, "heldout": HELDOUT, "fresh": FRESH, "real": REAL}
+# main: the only set settings were tuned on; heldout: written independently, never tuned on;
+# fresh: written after the cards gained user-style questions, by a writer who saw neither them nor
+# the sets; real: questions from public threads (see its header).
+SET_FILES = {"main": "questions.yaml", "heldout": "heldout.yaml", "fresh": "fresh.yaml", "real": "real.yaml"}
+
+
+def set_path(name_or_path: str) -> Path:
+    """A named set of the source checkout's benchmarks/questions/, or a YAML file of the same schema."""
+    if name_or_path in SET_FILES:
+        folder = benchmarks_dir()
+        if folder is None:
+            raise UsageError(f"the question set {name_or_path!r} lives in a jaxmem source checkout "
+                             "(benchmarks/questions/), which this installation does not have.",
+                             "Pass a question file of your own: jaxmem eval --set ./questions.yaml")
+        return folder / "questions" / SET_FILES[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise UsageError(f"no question set {name_or_path!r}; valid: {', '.join(SET_FILES)}, or the path of a "
+                         "YAML file in benchmarks/questions/'s format.")
+    return path
 OPENING_CHARS = 800  # "a chat user reads this much first": where the key fact must be
 
 
-def load_questions(path: Path = QUESTIONS) -> list[dict]:
+def load_questions(path: Path) -> list[dict]:
     """Every item as {q, lang, topics (acceptable cards; empty: out of scope), key_facts, split,
     translated, area}. The older sets name one `topic`; the real set lists `topics`."""
     out = []
@@ -101,7 +117,7 @@ def score_runs(rows: list[dict]) -> dict:
 
 
 def run_advisor(advisor, questions, mode=None) -> list[dict]:
-    from app.language import detect
+    from jaxmem.app.language import detect
 
     card_langs = set(advisor.layout.languages)
     rows = []
@@ -158,15 +174,15 @@ class Remembered:
 
 
 def run_eval(settings: Settings | None = None, baselines: bool = True, questions: list[dict] | None = None) -> dict:
-    from app.advisor import Advisor
-    from ingest.pipeline import ensure_index, ingest
+    from jaxmem.app.advisor import Advisor
+    from jaxmem.ingest.pipeline import ensure_index, ingest
 
     settings = settings or Settings()
-    questions = questions or load_questions()
+    questions = questions or load_questions(set_path("main"))
     ensure_index(settings)
     report: dict = {"questions": len(questions), "systems": {}}
 
-    from ingest.embed import make_embeddings
+    from jaxmem.ingest.embed import make_embeddings
 
     advisor = Advisor(settings, embeddings=Remembered(make_embeddings(settings.embeddings)))
     t = time.perf_counter()

@@ -1,7 +1,7 @@
 """Alembic environment: migrations run on the connection `ingest.db` hands over."""
 from alembic import context
 
-from ingest.db import metadata
+from jaxmem.core.db import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)

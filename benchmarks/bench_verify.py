@@ -1,6 +1,6 @@
 """time_verify_overhead: what one isolated, measured run costs above a bare `import jax`.
 
-    python -m evaluators.bench.bench_verify [--repeats 5]
+    python benchmarks/bench_verify.py [--repeats 5]
 
 Each row starts a fresh child process `--repeats` times and reports the median wall time:
 
@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from evaluators.verify.runner import child_env, run_snippet
-from evaluators.verify.sandbox import run_isolated
+from jaxmem.evaluators.verify.runner import child_env, run_snippet
+from jaxmem.evaluators.verify.sandbox import run_isolated
 
 FIRST_OP = "import jax, jax.numpy as jnp; jnp.ones(1).block_until_ready()"
 TINY = """import numpy as np

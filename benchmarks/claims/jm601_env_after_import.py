@@ -1,6 +1,6 @@
 """JM601's claim, checked: XLA_FLAGS set after `import jax` still works until a backend starts.
 
-    python -m evaluators.review.claims.jm601_env_after_import
+    python benchmarks/claims/jm601_env_after_import.py
 
 Each case runs in a fresh interpreter. Output on jax 0.10.2, CPU:
 

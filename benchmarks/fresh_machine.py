@@ -11,7 +11,7 @@
 Prints install time, time to first answer of `make run`, `make test` time and result. Run it
 from the project's dev environment (it drives Chromium with Playwright from there):
 
-  .venv/bin/python evaluators/bench/fresh_machine.py [--keep-pip-cache] [--skip-test]
+  .venv/bin/python benchmarks/fresh_machine.py [--keep-pip-cache] [--skip-test]
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.helpers import free_port, launch_chromium  # noqa: E402  (a dev-environment script, like the tests)
 QUESTION = "How do I stop JAX from grabbing 75% of the GPU at startup?"

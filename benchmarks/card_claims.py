@@ -1,6 +1,6 @@
 """Re-measure the card claims that no snippet pair covers; prints one table.
 
-    .venv/bin/python evaluators/bench/card_claims.py
+    .venv/bin/python benchmarks/card_claims.py
 
 The cards quote these figures (jit-compilation: the compiled-program cache; sharding-memory: a
 dimension the mesh axis does not divide; gpu-allocator: the XLA_PYTHON_CLIENT_* variables on CPU).

@@ -2,7 +2,7 @@
 iteration compiles once per distinct option even when `f` is the same function, so a new
 function there adds no compilation that hoisting the jit could save.
 
-    python -m evaluators.review.claims.jm301_options_per_iteration
+    python benchmarks/claims/jm301_options_per_iteration.py
 
 Runs in a fresh interpreter with two host devices (XLA_FLAGS, set before JAX starts), counting
 JAX's "Finished XLA compilation of jit(f)" log lines (jax_log_compiles). Output on jax 0.10.2,

@@ -1,7 +1,7 @@
 """JM301's figures, measured: which callables re-wrapped by `jax.jit` in a loop recompile, and
 what re-wrapping a stable function costs per call.
 
-    python -m evaluators.review.claims.jm301_jit_in_loop
+    python benchmarks/claims/jm301_jit_in_loop.py
 
 Output on jax 0.10.2, CPU (this project's machine, 2 shared cores):
 

@@ -1,6 +1,6 @@
 """time_review_tree: review a generated tree of realistic JAX project files, report files/s.
 
-    python -m evaluators.bench.bench_review [--files 2000] [--repeats 3] [--jobs 1 2]
+    python benchmarks/bench_review.py [--files 2000] [--repeats 3] [--jobs 1 2]
 
 Files are built from blocks that real JAX projects contain (config dataclasses, model and loss
 functions, optimisers, data pipelines, training and evaluation loops, CLI entry points), with
@@ -297,7 +297,7 @@ def _time_once(root: Path, jobs: int) -> dict:
     code = (
         "import json, resource, sys, time\n"
         "t0 = time.perf_counter()\n"
-        "from evaluators.review.api import review_paths\n"
+        "from jaxmem.evaluators.review.api import review_paths\n"
         f"r = review_paths([{str(root)!r}], jobs={jobs}, progress=False)\n"
         "wall = time.perf_counter() - t0\n"
         "cpu = sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)"
@@ -305,7 +305,7 @@ def _time_once(root: Path, jobs: int) -> dict:
         "print(json.dumps({'seconds': wall, 'cpu': cpu, 'files': r.files, 'findings': len(r.findings)}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
-                         cwd=Path(__file__).resolve().parents[2], check=True)
+                         cwd=Path(__file__).resolve().parents[1], check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

