@@ -7,27 +7,35 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: run test test-fast bench eval clean
+.PHONY: run test test-fast lint bench eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# constraints.txt pins what these machines need pinned (the local CPU torch); the package's own
+# requirements stay ranges.
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e '.[chat]'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+$(VENV)/.installed-dev: pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
 # make run ARGS="--port 8502" passes options on to `jaxmem web`.
 run: $(VENV)/.installed
 	$(BIN)/jaxmem web $(ARGS)
 
+# The habits first (seconds): lint and the import-layer contract; then the whole suite.
 test: $(VENV)/.installed-dev
 	bash scripts/install-system-packages.sh
+	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 test-fast: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m "not slow"

@@ -7,20 +7,20 @@ composes the answer offline (or through an optional LLM that may only cite retri
 from __future__ import annotations
 
 import logging
-import re
 import time
 from functools import cached_property
 
 import yaml
 
-from jaxmem.app.answer import Answer, Citation, SeedClaim, Turn
-from jaxmem.app.compose import compose_abstention, compose_card_answer, compose_lead, compose_review, label
+from jaxmem.app.answer import Answer, Citation, SeedClaim, Turn, label
+from jaxmem.app.compose import compose_abstention, compose_card_answer, compose_lead, compose_review
 from jaxmem.app.language import detect, prose
 from jaxmem.app.language import preload as preload_languages
 from jaxmem.app.retrieval import CardHit, Retriever
-from jaxmem.ingest.cards import Card, CorpusLayout, load_card
-from jaxmem.core.settings import Settings, offline_defaults
 from jaxmem.core.errors import UsageError
+from jaxmem.core.fences import strip_chat_code
+from jaxmem.core.settings import Settings, offline_defaults
+from jaxmem.ingest.cards import Card, CorpusLayout, load_card
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,6 @@ FOLLOW_UP_WORDS = 8
 # 0.04 to 0.08, no further at 0.1 (0.896 at 0.12 and 0.16, shown for 36-48 % of dev answers). At
 # 0.08 both open for 11 % of main's and 24 % of real dev's answers. See README: Measured.
 AMBIGUOUS_INTENT_GAP = 0.08
-_FENCE = re.compile(r"```.*?```", re.S)
 
 
 class Advisor:
@@ -175,7 +174,7 @@ class Advisor:
         prev_lang = next((t.language for t in reversed(history) if t.language), None)
 
         blocks = self._code_blocks(question)
-        text = _FENCE.sub(" ", question).strip()
+        text = strip_chat_code(question).strip()
         if blocks and not text:
             text = ""  # pure code: retrieval then follows the review's topics
         # Language, retrieval and the answer's focus need the first MAX_QUERY_CHARS of prose, not a

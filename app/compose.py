@@ -7,15 +7,10 @@ every sentence comes from a reviewed card or the claim audit.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from pathlib import Path
 
-import yaml
-
-from jaxmem.app.answer import Citation, SeedClaim
+from jaxmem.app.answer import Citation, SeedClaim, label
 from jaxmem.ingest.cards import Card
 
-_STRINGS = Path(__file__).with_name("strings.yaml")
 _LINK = re.compile(r"\]\(\.\./([a-z0-9-]+)/([a-z]{2})\.md\)")
 # A sentence ends at . ! ? followed by white space (so "0.75" and "jax 0.7.2+" do not end one) or at
 # a CJK full stop, which needs no space after it.
@@ -26,18 +21,8 @@ def first_sentence(text: str) -> str:
     return _SENTENCE_END.split(text.strip(), maxsplit=1)[0].strip()
 
 
-@lru_cache(maxsize=1)
-def strings() -> dict:
-    return yaml.safe_load(_STRINGS.read_text(encoding="utf-8"))
-
-
-def label(lang: str, key: str, **kw) -> str:
-    table = strings().get(lang) or strings()["en"]
-    text = table.get(key, strings()["en"][key])
-    return text.format(**kw) if kw and isinstance(text, str) else text
-
-
-def _links(text: str, card_url) -> str:
+def card_links(text: str, card_url) -> str:
+    """A card's links to other cards (`../topic/lang.md` in the corpus) pointed at `card_url`."""
     return _LINK.sub(lambda m: f"]({card_url(m.group(1), m.group(2))})", text)
 
 
@@ -80,7 +65,7 @@ def compose_card_answer(
         out.append(f"**{label(main.lang, 'see_also')}:** {links}")
     srcs = "\n".join(f"{i}. {u}" for i, u in enumerate(main.meta.sources, 1))
     out.append(f"**{label(main.lang, 'sources')}** ([{main.id}]({card_url(main.id, main.lang)})):\n\n{srcs}")
-    return _links("\n\n".join(out), card_url)
+    return card_links("\n\n".join(out), card_url)
 
 
 def compose_lead(main: Card, question: str, section_rank: dict[str, float], card_url, fallback_note: str = "",
@@ -103,7 +88,7 @@ def compose_lead(main: Card, question: str, section_rank: dict[str, float], card
     out += texts
     if code:
         out.append(code)
-    return _links("\n\n".join(out), card_url)
+    return card_links("\n\n".join(out), card_url)
 
 
 def compose_abstention(lang: str, closest: list[tuple[str, str, str, str]], area: tuple[str, str] | None = None) -> str:

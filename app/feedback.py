@@ -20,8 +20,8 @@ from pathlib import Path
 from sqlalchemy import select
 
 from jaxmem.core import db
-from jaxmem.core.settings import Settings
 from jaxmem.core.errors import UsageError
+from jaxmem.core.settings import Settings
 
 RATINGS = ("up", "down")
 SOURCES = ("web", "slack")

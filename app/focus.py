@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from jaxmem.ingest.cards import FENCE_RE, Card
+from jaxmem.core.fences import MARKDOWN_FENCE
+from jaxmem.ingest.cards import Card
 
 LEAD_CHARS = 650       # what the opening units may take (the answer's first 800 characters are what is read first)
 MAX_UNITS = 3
@@ -43,7 +44,7 @@ def units(card: Card) -> list[Unit]:
     for sec in card.sections:
         if sec.key == "how":  # code and its commentary: the opening shows its code block instead
             continue
-        prose = FENCE_RE.sub("", sec.text)
+        prose = MARKDOWN_FENCE.sub("", sec.text)
         pending = ""
         for piece in _UNIT_SPLIT.split(prose):
             piece = piece.strip()
@@ -139,7 +140,7 @@ def opening(card: Card, question: str, section_rank: dict[str, float]) -> tuple[
         chosen.append(first_fix)  # the card's first fix, when the best parts were about something else
     chosen = [summary, *sorted(chosen, key=lambda u: u.order)]
     how = next((s for s in card.sections if s.key == "how"), None)
-    block = FENCE_RE.search(how.text) if how else None
+    block = MARKDOWN_FENCE.search(how.text) if how else None
     return chosen, _shorten(block.group(0)) if block else None
 
 

@@ -39,7 +39,7 @@ class Terms:
     vectors (rows, weighted by idf and L2-normalised) and one coefficient per question and class.
     Kept dual because the primal weights would be dense over the ~11,600 features those questions
     use (18 MB, against 7 MB here)."""
-    rows: "object"  # scipy.sparse csc_matrix (questions, features)
+    rows: object  # scipy.sparse csc_matrix (questions, features)
     idf: np.ndarray  # (features,)
     alpha: np.ndarray  # (questions, classes)
     dense: np.ndarray  # (dim + 1, classes): the dense half's primal weights, bias last
@@ -82,7 +82,7 @@ class Intent:
         self._index = {c: i for i, c in enumerate(classes)}
 
     @classmethod
-    def fit(cls, vectors: np.ndarray, labels: list[str], ridge: float = RIDGE, terms=None) -> "Intent":
+    def fit(cls, vectors: np.ndarray, labels: list[str], ridge: float = RIDGE, terms=None) -> Intent:
         """`terms`: the questions' latent-term vectors (a scipy sparse matrix, one row per question),
         or None where the embedding model has none."""
         classes = sorted(set(labels))
@@ -115,7 +115,7 @@ class Intent:
         stamped.save(path, stamp, {"classes": self.classes, "format": FORMAT}, arrays)
 
     @classmethod
-    def load(cls, path: Path, stamp: str) -> "Intent | None":
+    def load(cls, path: Path, stamp: str) -> Intent | None:
         got = stamped.load(path, stamp)
         if got is None:
             return None
@@ -134,7 +134,7 @@ class Intent:
         """The dense classifier's scores (the out-of-scope margin is read from these)."""
         return (_with_bias(np.asarray(vector, dtype=np.float32)[None]) @ self.weights)[0]
 
-    def read(self, vector, terms=None) -> "Reading":
+    def read(self, vector, terms=None) -> Reading:
         """One question's scores, computed once for everything retrieval asks of them. `terms`: the
         question's latent terms as (indices, values), used for the ranking when the classifier has them."""
         dense = self.scores(vector)

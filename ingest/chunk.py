@@ -11,7 +11,9 @@ import re
 from langchain_core.documents import Document
 from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
 
-from jaxmem.ingest.cards import FENCE_RE, Card, CorpusLayout
+from jaxmem.core.fences import MARKDOWN_FENCE
+from jaxmem.core.layout import CorpusLayout
+from jaxmem.ingest.cards import Card
 
 CHUNK_CHARS = 1200
 
@@ -40,7 +42,7 @@ def card_documents(card: Card, layout: CorpusLayout, source: str) -> list[Docume
     # question-to-question similarity finds the symptoms that the card's prose does not name.
     docs += [Document(page_content=q, metadata={**base, "section": "question", "part": i, "embed": "query"})
              for i, q in enumerate(card.meta.questions)]
-    body = FENCE_RE.sub(lambda m: code_keywords(m.group(0)), card.body)
+    body = MARKDOWN_FENCE.sub(lambda m: code_keywords(m.group(0)), card.body)
     for part in _header_splitter.split_text(body):
         heading = part.metadata.get("heading")
         if heading not in keys:

@@ -11,7 +11,7 @@ Heavy imports (torch via sentence-transformers) happen only when that backend is
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from langchain_core.embeddings import Embeddings

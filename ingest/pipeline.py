@@ -16,18 +16,19 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 import yaml
 from langchain_core.documents import Document
 
-from jaxmem.ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
-from jaxmem.core.settings import Settings
-from jaxmem.ingest.schema import load_scope
-from jaxmem.ingest.embed import LazyEmbeddings, Progress, QuestionsAsQueries, backend_has_terms, backend_name
 from jaxmem.core.errors import BackendMismatch, IndexMissing, JaxmemError
+from jaxmem.core.layout import writable_corpus
+from jaxmem.core.settings import Settings
+from jaxmem.ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
+from jaxmem.ingest.embed import LazyEmbeddings, Progress, QuestionsAsQueries, backend_has_terms, backend_name
+from jaxmem.ingest.schema import load_scope
 from jaxmem.ingest.store import KINDS, Store, kind_of
 from jaxmem.ingest.vectors import Artifact, ArtifactFirst, artifact_path, compact, terms_key, text_key, write
 
@@ -226,6 +227,7 @@ def embed_corpus(settings: Settings | None = None, show_progress: bool | None = 
     from tqdm import tqdm
 
     settings = settings or Settings()
+    writable_corpus(settings.corpus_dir, "`jaxmem corpus embed`")  # never into an installed package
     started = time.perf_counter()
     inner = LazyEmbeddings(settings.embeddings)
     path = artifact_path(settings.corpus_dir, inner.name)

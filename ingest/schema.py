@@ -98,7 +98,7 @@ class MetricClaim(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _measurable(self) -> "MetricClaim":
+    def _measurable(self) -> MetricClaim:
         where = METRICS[self.metric].measurable_on
         bad = [b for b in self.backends if b not in where]
         if bad:
@@ -127,7 +127,7 @@ class SnippetManifest(BaseModel):
         return {str(k): str(val) for k, val in v.items()}
 
     @model_validator(mode="after")
-    def _entry(self) -> "SnippetManifest":
+    def _entry(self) -> SnippetManifest:
         needs = [m.metric for m in self.metrics if METRICS[m.metric].needs_entry]
         if needs and self.entry is None:
             raise ValueError(f"{', '.join(needs)} read(s) the compiled entry point; add entry: {{function, args}}")

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from jaxmem.core.settings import Settings
 from jaxmem.core.errors import BackendMismatch, IndexMissing, StoreCorrupt, StoreUnavailable
+from jaxmem.core.settings import Settings
 
 META_BACKEND = "embedding_backend"
 META_DIM = "embedding_dim"

@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -41,7 +41,7 @@ def artifact_path(corpus_dir: Path, backend: str) -> Path:
 
 
 def text_key(text: str, side: Side) -> bytes:
-    return hashlib.sha256(f"{side}\0{text}".encode("utf-8")).digest()[:KEY_BYTES]
+    return hashlib.sha256(f"{side}\0{text}".encode()).digest()[:KEY_BYTES]
 
 
 def compact(vectors) -> np.ndarray:
@@ -73,7 +73,7 @@ class Artifact:
         return int(self.vectors.shape[1])
 
     @classmethod
-    def load(cls, path: Path) -> "Artifact | None":
+    def load(cls, path: Path) -> Artifact | None:
         """None when there is no artifact; a damaged file reads as absent (ingest then embeds)."""
         path = Path(path)
         if not path.exists():

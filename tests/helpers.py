@@ -12,7 +12,6 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-
 # Debian's Chromium (scripts/install-system-packages.sh), driven by Playwright: no tool downloads
 # a browser of its own. Shared by the browser tests and benchmarks/fresh_machine.py.
 CHROMIUM = "/usr/bin/chromium"
@@ -92,15 +91,18 @@ def background(argv: list[str], *, env: dict, log: Path, cwd: Path | None = None
         proc.wait(timeout=30)
 
 
-def imports(path: Path) -> set[str]:
-    """Modules a source file imports (absolute names)."""
-    names = set()
+def imports(path: Path, names: bool = False) -> set[str]:
+    """Modules a source file imports (absolute names); with `names`, `from a import b` also
+    yields `a.b` (b may be a module: the caller resolves which)."""
+    out = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
+            out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
-    return names
+            out.add(node.module)
+            if names:
+                out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxmem.core.settings import Settings
 from jaxmem.core.errors import UsageError
+from jaxmem.core.settings import Settings
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
@@ -18,7 +18,7 @@ class SlackConfig:
     api_url: str = DEFAULT_API_URL
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "SlackConfig":
+    def from_settings(cls, settings: Settings) -> SlackConfig:
         return cls(bot_token=settings.secret("slack_bot_token"), signing_secret=settings.secret("slack_signing_secret"),
                    app_token=settings.secret("slack_app_token"), api_url=settings.slack_api_url)
 

@@ -12,19 +12,18 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from jaxmem.app.services import Services
 from jaxmem.app.slack import render
 from jaxmem.app.slack.dedupe import SeenCache
 from jaxmem.app.slack.history import thread_turns
 from jaxmem.app.slack.post import NOT_WRITABLE, ChannelRateLimiter, Poster, slack_error
-from jaxmem.app.services import Services
 from jaxmem.core.errors import JaxmemError, UsageError
+from jaxmem.core.fences import CHAT_FENCE, LANG_TAG
 
 log = logging.getLogger("jaxmem.slack")
 
 REVIEW_ONLY_WORDS = 3  # code with at most this much prose around it ("review this:") is only reviewed
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
-_FENCED = re.compile(r"```(.*?)```", re.S)
-_LANG_TAG = re.compile(r"(?:python3?|py|ipython|text|bash|sh)?[ \t]*\n", re.I)
 
 
 @dataclass
@@ -43,12 +42,12 @@ def clean(text: str) -> str:
     reviewer, like Markdown, would not see as a code block)."""
     text = _MENTION.sub(" ", text or "")
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
-    return _FENCED.sub(_own_lines, text)
+    return CHAT_FENCE.sub(_own_lines, text)
 
 
 def _own_lines(m: re.Match) -> str:
     inner = m.group(1)
-    tag = _LANG_TAG.match(inner)
+    tag = LANG_TAG.match(inner)
     head = inner[:tag.end()] if tag else "\n"
     body = (inner[tag.end():] if tag else inner).strip("\n")
     return f"```{head}{body}\n```"
@@ -57,7 +56,7 @@ def _own_lines(m: re.Match) -> str:
 def is_review_only(text: str) -> bool:
     if "```" not in text:
         return False
-    return len(_FENCED.sub(" ", text).split()) <= REVIEW_ONLY_WORDS
+    return len(CHAT_FENCE.sub(" ", text).split()) <= REVIEW_ONLY_WORDS
 
 
 def new_answer_id() -> str:
@@ -137,9 +136,9 @@ def verify_in_channel(bot: Bot, client, respond, *, channel: str, user: str, arg
     """`/jaxmem verify TOPIC` or `/jaxmem verify` + a ``` block: a placeholder in the channel shows
     the queue position and progress, then becomes the result. Mistakes and refusals (unknown
     topic, user code switched off, the user's allowance used up) go only to the user."""
-    fenced = _FENCED.search(arg)
+    fenced = CHAT_FENCE.search(arg)
     code = fenced.group(1) if fenced else None
-    if code is not None and (tag := _LANG_TAG.match(code)):
+    if code is not None and (tag := LANG_TAG.match(code)):
         code = code[tag.end():]  # the user's own line numbers: the fence's tag line is not code
     what = "your script" if fenced else f"`{arg}`"
     try:
@@ -175,7 +174,7 @@ def verify_in_channel(bot: Bot, client, respond, *, channel: str, user: str, arg
             messages = render.script_messages(bot.services.run_script(code, on_progress=show, who=user), asker=user)
         else:
             evidence = bot.services.verify_card(arg, on_progress=show, who=user)
-            messages = render.verify_messages(evidence, bot.services.settings.card_url(arg), asker=user)
+            messages = render.verify_messages(evidence, bot.services.settings.public_card_url(arg) or "", asker=user)
     except Exception as exc:
         messages = _failure("en", exc, "run /jaxmem verify")
         if not ts:

@@ -27,6 +27,10 @@ def escape(text: str) -> str:
 
 
 def link(url: str, label: str) -> str:
+    """A Slack link; just the label where `url` is not absolute (a card page of a web app with no
+    public URL): Slack cannot open it, and a link that leads nowhere is worse than none."""
+    if not url.startswith(("http://", "https://")):
+        return escape(label)
     # `|` and `>` end a Slack link's label early.
     return f"<{url}|{escape(label).replace('|', '¦')}>"
 
@@ -40,7 +44,7 @@ def _inline(text: str) -> str:
             continue
         links: list[str] = []
 
-        def keep(m: re.Match) -> str:
+        def keep(m: re.Match, links: list[str] = links) -> str:
             links.append(link(m.group(2), m.group(1)))
             return f"\x00{len(links) - 1}\x00"
 
@@ -48,7 +52,7 @@ def _inline(text: str) -> str:
         part = escape(_LINK.sub(keep, part))
         part = _ITALIC_STAR.sub(r"_\1_", part)
         part = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", part)
-        part = re.sub(r"\x00(\d+)\x00", lambda m: links[int(m.group(1))], part)
+        part = re.sub(r"\x00(\d+)\x00", lambda m, links=links: links[int(m.group(1))], part)
         out.append(part)
     return "".join(out)
 

@@ -74,10 +74,14 @@ def answer_messages(ans: Answer, answer_id: str, asker: str | None = None) -> li
     head += [context(f":information_source: {escape(n)}") for n in ans.notes]
     tail = []
     if ans.citations:
-        from jaxmem.app.compose import label
+        from jaxmem.app.answer import label
 
-        if ans.more:  # the whole card is a link: a thread is no place for a thousand words
-            tail.append(context(f":page_facing_up: {link(ans.citations[0].url, label(lang, 'whole_card'))}"))
+        main = ans.citations[0]
+        if ans.more and main.url.startswith(("http://", "https://")):
+            # The whole card is a link: a thread is no place for a thousand words.
+            tail.append(context(f":page_facing_up: {link(main.url, label(lang, 'whole_card'))}"))
+        elif ans.more and main.summary:  # no public web app to link: the card's summary instead
+            tail.append(context(f":page_facing_up: *{escape(main.title)}*: {escape(main.summary)}"))
         ev = ans.citations[0].evidence
         machines = (ev.get("all_machines") or [ev.get("summary") or ""]) if ev else []
         if any(machines):  # what the verifier measured for the main card, per machine kind
@@ -115,7 +119,7 @@ def parse_feedback_value(value: str) -> dict:
 
 def findings_messages(findings: list[dict], lang: str = "en", asker: str | None = None) -> list[dict]:
     """The compact list: `CODE` line N: message → card link, one line per finding."""
-    from jaxmem.app.compose import label
+    from jaxmem.app.answer import label
 
     head = [context(f"<@{asker}> /jaxmem review")] if asker else []
     if not findings:
@@ -135,7 +139,9 @@ def verify_messages(evidence, card_url: str, asker: str | None = None) -> list[d
     verdict = evidence.verdict or "?"
     icon = {"confirmed": ":white_check_mark:", "not confirmed": ":x:"}.get(verdict, ":grey_question:")
     lines = [f"{icon} *{escape(evidence.topic)}*: {escape(verdict)}", escape(evidence.summary)]
-    lines += [f"• {escape(_metric_line(m, evidence.backend))}" for m in evidence.metrics[:12]]
+    from jaxmem.evaluators.verify.api import metric_rows
+
+    lines += [f"• {escape(_metric_line(row))}" for row in metric_rows(evidence)[:12]]
     about = [link(card_url, evidence.topic), evidence.origin]
     if evidence.node:
         about.append(f"ran on {evidence.node}")
@@ -165,15 +171,10 @@ def progress_message(what: str, progress) -> dict:
     return status(escape(text))
 
 
-def _metric_line(m, backend: str | None) -> str:
-    from jaxmem.evaluators.verify.metrics import METRICS, format_value
-    from jaxmem.evaluators.verify.verdicts import NOT_MEASURABLE
-
-    if m.verdict == NOT_MEASURABLE:
-        return f"{m.label}: not measurable on {backend} (needs {' or '.join(m.backends or ['another backend'])})"
-    metric = METRICS.get(m.metric)
-    before, after = (format_value(metric, v) if metric else str(v) for v in (m.before, m.after))
-    return f"{m.label}: {before} → {after} ({m.verdict})"
+def _metric_line(row) -> str:
+    if row.state == "measured":
+        return f"{row.label}: {row.before_text} → {row.after_text} ({row.verdict})"
+    return row.text
 
 
 def error_message(lang: str, message: str, hint: str = "") -> list[dict]:

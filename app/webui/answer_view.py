@@ -4,8 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from jaxmem.app.answer import Answer
-from jaxmem.evaluators.verify.records import Evidence
 from jaxmem.app.webui import evidence, shared
+from jaxmem.evaluators.verify.api import Evidence
 
 THUMBS = {0: "down", 1: "up"}  # st.feedback("thumbs") returns 0 for down, 1 for up
 
@@ -23,7 +23,7 @@ def show_answer(ans: Answer, answer_id: str) -> None:
         st.caption(f"Note: {note}")
     st.markdown(ans.lead or ans.answer)  # the part that answers this question, and the card's code
     if ans.more:
-        from jaxmem.app.compose import label
+        from jaxmem.app.answer import label
 
         with st.expander(f":material/article: {label(ans.answer_language, 'whole_card')}"):
             st.markdown(ans.more)

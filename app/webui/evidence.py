@@ -68,8 +68,7 @@ def _run(topic: str):
 
 
 def show_record(evidence) -> None:
-    from jaxmem.evaluators.verify.metrics import METRICS, format_value
-    from jaxmem.evaluators.verify.verdicts import ERROR, NOT_MEASURABLE
+    from jaxmem.evaluators.verify.api import metric_rows
 
     about = [evidence.origin, evidence.date[:16].replace("T", " ")]
     if evidence.repeats:  # recorded evidence files leave it out
@@ -77,19 +76,15 @@ def show_record(evidence) -> None:
     if evidence.node:
         about.append(f"ran on {evidence.node}")
     st.markdown(f"**Evidence: {evidence.verdict}** on {evidence.where} ({', '.join(a for a in about if a)})")
-    backend = evidence.backend or "this backend"
-    for m in evidence.metrics:
-        metric = METRICS.get(m.metric)
-        if m.verdict == NOT_MEASURABLE:
-            st.info(f"{m.label}: not measurable on {backend}; needs {' or '.join(m.backends or ['another backend'])}.")
-            continue
-        if m.verdict == ERROR or m.before is None or m.after is None:
-            st.error(f"{m.label}: {m.reason or 'no measurement'}")
-            continue
-        fmt = (lambda v: format_value(metric, v)) if metric else str
-        bars(m.label, m.before, m.after, fmt, evidence.where)
-        st.caption(f"{m.label}: {fmt(m.before)} -> {fmt(m.after)}; expected to {m.expect}: "
-                   f"**{m.verdict}**" + (f" ({m.reason})" if m.reason else ""))
+    for row in metric_rows(evidence):
+        if row.state == "not measurable":
+            st.info(row.text + ".")
+        elif row.state == "error":
+            st.error(row.text)
+        else:
+            bars(row, evidence.where)
+            st.caption(f"{row.label}: {row.before_text} -> {row.after_text}; expected to {row.expect}: "
+                       f"**{row.verdict}**" + (f" ({row.reason})" if row.reason else ""))
     for err in evidence.errors:
         st.error(f"The {err.get('side')} snippet failed: {err.get('error')}")
     machines = evidence.all_machines
@@ -97,14 +92,15 @@ def show_record(evidence) -> None:
         st.caption("Evidence by machine kind:\n" + "\n".join(f"- {line}" for line in machines))
 
 
-def bars(label: str, before: float, after: float, fmt, where_: str) -> None:
+def bars(row, where_: str) -> None:
     """Before/after as two plain HTML bars: a chart library per cited card made every chat rerun
     measurably slower in the browser (about 0.2 s with a few answers on the page)."""
-    top = max(before, after, 0) or 1
+    top = max(row.before, row.after, 0) or 1
     rows = "".join(
         f'<div><span style="display:inline-block;width:4.5em">{side}</span>'
         f'<span class="jm-bar" style="display:inline-block;height:0.85em;vertical-align:middle;'
-        f'width:{max(value, 0) / top * 65 + 0.5:.1f}%;background:{color}"></span> {html.escape(fmt(value))}</div>'
-        for side, value, color in (("before", before, "#9aa5b1"), ("after", after, "#1f77b4")))
+        f'width:{max(value, 0) / top * 65 + 0.5:.1f}%;background:{color}"></span> {html.escape(text)}</div>'
+        for side, value, text, color in (("before", row.before, row.before_text, "#9aa5b1"),
+                                         ("after", row.after, row.after_text, "#1f77b4")))
     st.html(f'<div class="jm-evidence" style="font-size:0.85rem;margin:0.3em 0">'
-            f'<div><b>{html.escape(label)}</b> · {html.escape(where_)}</div>{rows}</div>')
+            f'<div><b>{html.escape(row.label)}</b> · {html.escape(where_)}</div>{rows}</div>')

@@ -15,8 +15,6 @@ MAX_SOURCE_BYTES = 1_000_000  # the reviewer's own per-file limit (evaluators/re
 CONTEXT_LINES = 2
 MAX_SHOWN_LINES = 400
 SUFFIXES = ("py", "ipynb")
-RUN_METRICS = ("h2d_transfers", "implicit_h2d_transfers", "d2h_transfers", "host_syncs",
-               "compile_count", "peak_rss", "wall_time")
 
 
 @dataclass
@@ -76,8 +74,12 @@ def _notebook_cells(src: Source) -> list[str] | None:
 
 
 def findings_table(findings: list[dict]) -> None:
+    from jaxmem.app.webui import shared
+
+    # Inside the web app a finding's card is this app's own card page.
+    card_url = shared.services().settings.card_url
     rows = [{"file": f["path"], "cell": f.get("cell"), "line": f["line"], "rule": f"{f['code']} {f['name']}",
-             "severity": f["severity"], "message": f["message"], "card": f.get("url") or None,
+             "severity": f["severity"], "message": f["message"], "card": f.get("url") or card_url(f["topic"]),
              "measured": ", ".join(f"{k}={v}" for k, v in (f.get("measured") or {}).items())} for f in findings]
     optional = {"cell": any(r["cell"] is not None for r in rows), "measured": any(r["measured"] for r in rows)}
     st.dataframe(rows, hide_index=True, width="stretch", column_order=[
@@ -118,17 +120,13 @@ def show_source(src: Source, findings: list[dict]) -> None:
 
 
 def show_run(name: str, result: dict) -> None:
-    from jaxmem.evaluators.verify.metrics import METRICS, format_value
-    from jaxmem.evaluators.verify.report import where
+    from jaxmem.evaluators.verify.api import script_rows, where
 
     st.markdown(f"**Run of {name}** on {where(result)}")
     if result.get("error"):
         st.error(f"The code failed when run: {result['error']}")
-    rows = []
-    for key in RUN_METRICS:
-        value = result.get(key)
-        shown = f"not measurable on {result.get('backend')}" if value is None else format_value(METRICS[key], value)
-        rows.append({"metric": METRICS[key].label, "value": shown})
+    rows = [{"metric": row.label, "value": row.after_text if row.state == "measured" else row.text.split(": ", 1)[1]}
+            for row in script_rows(result)]
     st.dataframe(rows, hide_index=True)
     syncs = result.get("host_sync_lines") or []
     if syncs:
@@ -140,15 +138,12 @@ def review(api, src: Source) -> list:
     """The reviewer's findings for one source; notebooks go through its notebook reader."""
     if src.cells is None:
         return list(api.review_source(src.text, src.name))
-    from jaxmem.evaluators.review import registry
-
-    return list(api.review_notebook(src.text, src.name, registry.select([], []), api.card_url_factory()))
+    return list(api.review_notebook(src.text, src.name, api.default_rules(), api.card_url_factory()))
 
 
 def sarif(api, findings: list) -> str:
-    from jaxmem.evaluators.review import registry
-
-    return api.format_sarif(findings, rules=registry.select([], []), card_url=api.card_url_factory())
+    return api.format_sarif(findings, rules=api.default_rules(), card_url=api.card_url_factory(),
+                            card_help=api.card_help_factory())
 
 
 def review_all(sources: list[Source], run_it: bool) -> dict:
@@ -162,12 +157,10 @@ def review_all(sources: list[Source], run_it: bool) -> dict:
         try:
             found = review(api, src)
             if run_it and src.cells is None:
-                from jaxmem.evaluators.review.dynamic import attach
-
                 with st.spinner(f"Running {src.name} in the sandbox (waits for a free slot of this machine)..."):
                     run = shared.services().run_script(src.text)
                 result["runs"][src.name] = run.result
-                attach(found, src.name, run.result)  # the measured counts go onto the findings they explain
+                api.attach_run(found, src.name, run.result)  # the measured counts go onto the findings they explain
             result["objects"] += found  # the formatters take the reviewer's own objects
             result["findings"] += [f.to_dict() for f in found]
         except Exception as exc:

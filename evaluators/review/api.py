@@ -8,13 +8,13 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 
-from jaxmem.evaluators.review import engine, inputs, notebook, registry
+from jaxmem.core.fences import chat_code_blocks
+from jaxmem.evaluators.review import dynamic, engine, inputs, notebook, registry
 from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
@@ -24,15 +24,34 @@ __all__ = ["Finding", "Note", "ReviewError", "ReviewResult", "review_source", "r
            "extract_code_blocks", "format_text", "format_json", "format_sarif", "format_markdown", "FORMATS"]
 
 PARALLEL_MIN_FILES = 200  # below this, starting workers costs more than it saves
-# ```python\n...```, ```\n...```, and Slack's one-line ```code``` (no newline, no language).
-_FENCE = re.compile(r"```(?:[ \t]*(?:python3?|py|ipython)[ \t]*\n|[ \t]*\n|)(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def default_rules() -> list[Rule]:
+    """The rules a review runs with no --select/--ignore (what the web page and SARIF list)."""
+    return registry.select([], [])
+
+
+def attach_run(findings: Sequence[Finding], path: str, result: dict) -> list[Finding]:
+    """Put a script run's measured counts onto the findings of `path` they explain."""
+    return dynamic.attach(findings, path, result)
 
 
 def card_url_factory() -> Callable[[str], str]:
     from jaxmem.core.settings import Settings
 
     settings = Settings()
-    return settings.card_url
+    # Outside the web app a card link works only under its public URL; without one, findings carry
+    # the rule's fix and SARIF the card's summary (card_help), never a link that leads nowhere.
+    return lambda topic: settings.public_card_url(topic) or ""
+
+
+def card_help_factory() -> Callable[[str], str]:
+    """The card's one-line summary per topic (English), for SARIF help and Markdown reports."""
+    from jaxmem.core.layout import CorpusLayout
+    from jaxmem.core.settings import Settings
+
+    layout = CorpusLayout(Settings().corpus_dir)
+    return layout.summary
 
 
 class ReviewError(RuntimeError):
@@ -188,7 +207,7 @@ class _NoBar:
 
 def extract_code_blocks(text: str) -> list[str]:
     """Python from a chat message: fenced blocks; else the whole text if it parses and uses jax."""
-    blocks = [b for b in _FENCE.findall(text) if b.strip()]
+    blocks = chat_code_blocks(text)
     if blocks:
         return blocks
     stripped = text.strip()

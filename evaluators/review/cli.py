@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from jaxmem.core.errors import friendly
 from jaxmem.evaluators.review import api, config, registry
 from jaxmem.evaluators.review.registry import SelectionError
-from jaxmem.core.errors import friendly
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -23,6 +23,13 @@ def rules_table() -> str:
         on = "on" if r.default else "opt-in"
         rows.append(f"| {r.code} | {r.name} | {r.topic} | {r.severity} | {on} | {r.message} |")
     return "\n".join(rows) + "\n"
+
+
+def runner():
+    """The verifier's isolated script run: the review command runs code, the reviewer never does."""
+    from jaxmem.evaluators.verify.api import verify_script
+
+    return verify_script
 
 
 @click.command("review")
@@ -99,7 +106,7 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
         if run_path:
             from jaxmem.evaluators.review import dynamic
 
-            run_result, _touched = dynamic.confirm(result.findings, run_path)
+            run_result, _touched = dynamic.confirm(result.findings, run_path, runner())
             run_line = dynamic.run_summary(run_result)
             run_result = {k: v for k, v in run_result.items() if k not in ("stdout", "stderr")}
         report = _render(fmt, result, notes, sel, ign, show_fixes, run_result)
@@ -119,7 +126,7 @@ def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: boo
         return api.format_json(result.findings, notes, files=result.files, run=run)
     if fmt == "sarif":
         return api.format_sarif(result.findings, notes, rules=registry.select(sel, ign),
-                                card_url=api.card_url_factory())
+                                card_url=api.card_url_factory(), card_help=api.card_help_factory())
     if fmt == "markdown":
         return api.format_markdown(result.findings, notes, files=result.files)
     return api.format_text(result.findings, notes, verbose=show_fixes, files=result.files)

@@ -1167,7 +1167,7 @@ class _Builder:
         start, end = pos(node), end_pos(node)
         self._loop(node, start, end)
         self.loop_depth += 1
-        for i, gen in enumerate(node.generators):
+        for _i, gen in enumerate(node.generators):
             self.visit(gen.iter)
             # Visible in the whole comprehension: the element is written before the `for`.
             self._iter_targets(gen.target, gen.iter, node, start, until=end)
@@ -1273,7 +1273,7 @@ def _mark_traced(a: Analysis) -> None:
                 s = a.scopes.get(fn)
                 if s is not None:
                     s.reasons.add("custom")
-    for node, scope in a.scopes.items():
+    for _node, scope in a.scopes.items():
         if scope.reasons:
             scope.traced = True
             scope.jitted = bool(scope.reasons & {"jit", "control", "pallas"})
@@ -1288,7 +1288,7 @@ def _mark_traced(a: Analysis) -> None:
 
 def _inherit(a: Analysis) -> None:
     """Nested functions inherit from their (now possibly compiled) parents."""
-    for node, scope in a.scopes.items():
+    for _node, scope in a.scopes.items():
         p = scope.parent
         while p is not None:
             scope.jitted |= p.jitted

@@ -17,12 +17,6 @@ COMPILE_TOPICS = frozenset({"jit-compilation", "scan-over-loops"})
 MEMORY_TOPICS = frozenset({"buffer-donation", "live-arrays-cleanup", "in-place-updates"})
 
 
-def default_runner(path: str) -> dict:
-    from jaxmem.evaluators.verify.api import verify_script
-
-    return verify_script(path)
-
-
 def attach(findings: Sequence[Finding], path: str, result: dict) -> list[Finding]:
     """Copy the measured counts onto the findings of `path` they explain; returns those findings."""
     per_line = {s.get("line"): s.get("count") for s in result.get("host_sync_lines") or [] if s.get("line")}
@@ -48,10 +42,10 @@ def attach(findings: Sequence[Finding], path: str, result: dict) -> list[Finding
     return touched
 
 
-def confirm(findings: Sequence[Finding], path: str,
-            runner: Callable[[str], dict] | None = None) -> tuple[dict, list[Finding]]:
-    """Run `path` once in isolation; returns the verifier's result and the annotated findings."""
-    result = (runner or default_runner)(path)
+def confirm(findings: Sequence[Finding], path: str, runner: Callable[[str], dict]) -> tuple[dict, list[Finding]]:
+    """Run `path` once with `runner` (the verifier's isolated run: the caller passes it, since the
+    reviewer itself never runs code); returns its result and the annotated findings."""
+    result = runner(path)
     return result, attach(findings, path, result)
 
 

@@ -230,7 +230,7 @@ def newer_syntax(exc: Exception, lines: list[str]) -> str | None:
     """A note naming the Python version a file needs, when the error is newer syntax."""
     line = getattr(exc, "lineno", None) or 0
     text = lines[line - 1] if 0 < line <= len(lines) else ""
-    for pattern, version, what in _NEWER_SYNTAX:
+    for pattern, version, what in _NEWER_SYNTAX:  # noqa: B007 (`what` is read after the break)
         if sys.version_info < version and pattern.search(text):
             break
     else:

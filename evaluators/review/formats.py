@@ -15,7 +15,6 @@ from jaxmem.evaluators.review.rule import Rule
 FORMATS = ("text", "json", "sarif", "markdown")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-TOOL_URI = "https://github.com/jaxmem/jaxmem"
 
 
 def _plural(n: int, word: str) -> str:
@@ -43,8 +42,8 @@ def format_text(findings: Sequence[Finding], notes: Sequence[Note] = (), *, verb
             if f.source_line:
                 out.append(f"    | {f.source_line}")
             out.append(f"    = fix: {f.fix}")
-            if f.url:
-                out.append(f"    = see: {f.url}")
+            # The card's page where the web app has a public URL; else its name (`jaxmem ask` finds it).
+            out.append(f"    = see: {f.url}" if f.url else f"    = card: {f.topic}")
     out.extend(f"note: {n.path}: {n.message}" for n in notes)
     if summary:
         out.append(summary_line(findings, files))
@@ -105,30 +104,34 @@ def _section(doc: str, title: str) -> str:
     return " ".join(x for x in out if x)
 
 
-def _sarif_rule(rule: Rule) -> dict:
+def _sarif_rule(rule: Rule, card: str = "") -> dict:
     what = _section(rule.doc, "What it does") or rule.name
     why = _section(rule.doc, "Why is this bad")
+    about = f" Card {rule.topic}: {card}" if card else ""
     return {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.name.replace("-", " ").capitalize()},
         "fullDescription": {"text": what},
-        "help": {"text": f"{why} Fix: {rule.fix}".strip(),
-                 "markdown": f"{why}\n\n**Fix:** {rule.fix}".strip()},
+        "help": {"text": f"{why} Fix: {rule.fix}{about}".strip(),
+                 "markdown": (f"{why}\n\n**Fix:** {rule.fix}" + (f"\n\n**Card `{rule.topic}`:** {card}" if card else "")
+                              ).strip()},
         "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
         "properties": {"tags": ["jax", "memory", rule.topic], "topic": rule.topic},
     }
 
 
 def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rules: Iterable[Rule] = (),
-                 card_url=None, version: str = "0.1.0") -> str:
-    """One run; one rule entry per code (help link to its card); partialFingerprints per result."""
+                 card_url=None, card_help=None, version: str = "0.1.0") -> str:
+    """One run; one rule entry per code, whose help carries the fix and the card's summary (and a
+    link to the card where the web app has a public URL); partialFingerprints per result."""
     rule_list = sorted({r.code: r for r in rules}.values(), key=lambda r: r.code)
     entries = []
     for r in rule_list:
-        e = _sarif_rule(r)
-        if card_url is not None:
-            e["helpUri"] = card_url(r.topic)
+        e = _sarif_rule(r, card_help(r.topic) if card_help is not None else "")
+        url = card_url(r.topic) if card_url is not None else ""
+        if url:
+            e["helpUri"] = url
         entries.append(e)
     if any(f.code == PARSE_ERROR_CODE for f in findings):
         entries.append({"id": PARSE_ERROR_CODE, "name": "syntax-error",
@@ -156,7 +159,7 @@ def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rul
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {"name": "jaxmem", "informationUri": TOOL_URI, "version": version, "rules": entries}},
+            "tool": {"driver": {"name": "jaxmem", "version": version, "rules": entries}},
             "results": results,
             "invocations": [{
                 "executionSuccessful": True,
@@ -177,7 +180,7 @@ def format_markdown(findings: Sequence[Finding], notes: Sequence[Note] = (), *, 
     if findings:
         out.append("")
     for f in findings:
-        link = f" ([{f.topic}]({f.url}))" if f.url else ""
+        link = f" ([{f.topic}]({f.url}))" if f.url else f" (card `{f.topic}`)"
         out.append(f"- `{f.location}` **{f.code}** {f.message}{link}")
         if f.source_line:
             out.append(f"  `{f.source_line.replace('`', chr(39))}`")

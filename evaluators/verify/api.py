@@ -15,13 +15,15 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from jaxmem.core.settings import Settings
 from jaxmem.evaluators.verify.manifest import Pair, load_pairs
-from jaxmem.evaluators.verify.report import summary
+from jaxmem.evaluators.verify.records import Evidence, ScriptRun  # noqa: F401  (the door's view types)
+from jaxmem.evaluators.verify.report import summary, where  # noqa: F401
 from jaxmem.evaluators.verify.runner import isolation_for, run_snippet
 from jaxmem.evaluators.verify.sandbox import Limits
 from jaxmem.evaluators.verify.store import RUN, cache_key, load_cached, records_for, save_cached
 from jaxmem.evaluators.verify.suite import Baselines, Progress, sync_lines, verify_pair
-from jaxmem.core.settings import Settings
+from jaxmem.evaluators.verify.view import MetricRow, metric_rows, script_rows  # noqa: F401
 
 
 class UnknownTopicError(ValueError):
@@ -32,7 +34,7 @@ def pairs(settings: Settings | None = None) -> dict[str, Pair]:
     return load_pairs((settings or Settings()).corpus_dir)
 
 
-def _pair(topic: str, available: dict[str, Pair]) -> Pair:
+def pair_for(topic: str, available: dict[str, Pair]) -> Pair:
     by_topic = {p.topic: p for p in available.values()}
     if topic in available:
         return available[topic]
@@ -58,7 +60,7 @@ def verify_topics(topics: Iterable[str], *, repeats: int = 3, fresh: bool = Fals
     settings = settings or Settings()
     limits = limits or Limits()
     available = pairs(settings)
-    selected = [_pair(t, available) for t in topics]   # fail on a bad name before running anything
+    selected = [pair_for(t, available) for t in topics]   # fail on a bad name before running anything
     isolation = isolation_for(False, settings.sandbox)
     baselines = Baselines(limits)
     for env in {tuple(sorted(p.env.items())) for p in selected}:

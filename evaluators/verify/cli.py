@@ -8,13 +8,40 @@ import time
 
 import click
 
+from jaxmem.core.errors import friendly
+from jaxmem.core.layout import writable_corpus
+from jaxmem.core.settings import Settings
 from jaxmem.evaluators.verify import api
 from jaxmem.evaluators.verify.manifest import ManifestError
 from jaxmem.evaluators.verify.report import script_report, summary, table
 from jaxmem.evaluators.verify.sandbox import GiB, Limits
 from jaxmem.evaluators.verify.store import write_evidence
-from jaxmem.core.settings import Settings
-from jaxmem.core.errors import friendly
+
+
+def on_cluster(topics, *, repeats, fresh, limits, jobs, settings, on_record=None) -> list[dict]:
+    """`api.verify_topics`, but each pair is a job on the Ray pool (JAXMEM_RAY_ADDRESS): the record
+    names the worker node it ran on. `jobs` pairs are in flight at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jaxmem.evaluators.verify.jobs import Request, verifier_for
+
+    available = api.pairs(settings)
+    for topic in topics:  # a bad name fails before anything is submitted
+        api.pair_for(topic, available)
+    verifier = verifier_for(settings)
+    verifier.connect()
+
+    def one(topic: str) -> dict:
+        record = verifier.run(Request("card", topic=topic, repeats=repeats, limits=limits, fresh=fresh)).record
+        return record
+
+    records = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for record in pool.map(one, topics):
+            if on_record is not None:
+                on_record(record)
+            records.append(record)
+    return records
 
 
 @click.command("verify")
@@ -50,7 +77,13 @@ def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, 
     if script:
         if topics or all_:
             raise click.UsageError("--script runs one file; do not combine it with topics or --all")
-        result = api.verify_script(script, limits=limits, sandbox=settings.sandbox)
+        if settings.ray_address:  # the same cluster the web app and the Slack bot verify on
+            from jaxmem.evaluators.verify.jobs import Request, verifier_for
+
+            source = open(script, encoding="utf-8").read()
+            result = verifier_for(settings).run(Request("script", source=source, limits=limits)).result
+        else:
+            result = api.verify_script(script, limits=limits, sandbox=settings.sandbox)
         click.echo(json.dumps(result, indent=1) if as_json else script_report(result))
         sys.exit(0 if result["ok"] else 1)
     try:
@@ -61,20 +94,26 @@ def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, 
         raise click.UsageError(f"name topics or pass --all (not both); topics: {', '.join(sorted(available))}")
     if record and not all_:
         raise click.UsageError("--record writes evidence for the whole suite: use it with --all")
+    if record:  # before the runs, not after them: say now that the evidence could not be written
+        writable_corpus(settings.corpus_dir, "`jaxmem verify --all --record`")
     selected = sorted(available) if all_ else list(topics)
     started = time.monotonic()
     run = dict(repeats=repeats, fresh=fresh, limits=limits, jobs=jobs, settings=settings)
+    verify_topics = on_cluster if settings.ray_address else api.verify_topics
+    if settings.ray_address:
+        click.echo(f"verifying on the Ray cluster at {settings.ray_address} "
+                   f"(workers with {settings.ray_accelerator})", err=True)
     try:
         if all_ and not as_json and sys.stderr.isatty():
             with click.progressbar(length=len(selected), label="verifying", file=sys.stderr) as bar:
-                records = api.verify_topics(selected, on_record=lambda r: bar.update(1), **run)
+                records = verify_topics(selected, on_record=lambda r: bar.update(1), **run)
         elif all_:
             # Not a terminal: one line per finished pair is the progress report logs can keep.
             def log(r: dict) -> None:
                 click.echo(f"[{time.monotonic() - started:5.1f} s] {r['topic']}: {r['verdict']}", err=True)
-            records = api.verify_topics(selected, on_record=log, **run)
+            records = verify_topics(selected, on_record=log, **run)
         else:
-            records = api.verify_topics(selected, **run)
+            records = verify_topics(selected, **run)
     except (api.UnknownTopicError, ManifestError, RuntimeError) as e:
         raise click.ClickException(str(e)) from None
     elapsed = time.monotonic() - started

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from jaxmem.core.settings import Settings
 from jaxmem.evaluators.verify import api
 from jaxmem.evaluators.verify.queue import RunQueue
 from jaxmem.evaluators.verify.records import Evidence, ScriptRun
 from jaxmem.evaluators.verify.sandbox import Limits
-from jaxmem.core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,15 @@ def run_request(request: Request, settings: Settings, on_progress: OnProgress | 
 
 def as_result(request: Request, stored: dict) -> Evidence | ScriptRun:
     return Evidence(stored) if request.kind == "card" else ScriptRun(stored)
+
+
+def verifier_for(settings: Settings):
+    """The verifier every front end uses: the Ray cluster at JAXMEM_RAY_ADDRESS, else this machine."""
+    if settings.ray_address:
+        from jaxmem.evaluators.verify.ray_jobs import RayVerifier
+
+        return RayVerifier(settings)
+    return LocalVerifier(settings)
 
 
 class LocalVerifier:

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import ray
 
+from jaxmem.core.errors import JaxmemError
+from jaxmem.core.settings import Settings
 from jaxmem.evaluators.verify.jobs import JobProgress, OnProgress, Request, as_result, run_request
 from jaxmem.evaluators.verify.records import Evidence, ScriptRun
 from jaxmem.evaluators.verify.sandbox import Limits
-from jaxmem.core.settings import Settings
-from jaxmem.core.errors import JaxmemError
 
 NAMESPACE = "jaxmem"
 BOARD = "jaxmem-verify-board"

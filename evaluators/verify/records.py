@@ -23,7 +23,7 @@ class MetricResult:
     backends: tuple[str, ...] = ()
 
     @classmethod
-    def from_dict(cls, m: dict) -> "MetricResult":
+    def from_dict(cls, m: dict) -> MetricResult:
         return cls(metric=m["metric"], label=m.get("label") or m["metric"], verdict=m["verdict"],
                    expect=m.get("expect"), before=m.get("before"), after=m.get("after"), reason=m.get("reason"),
                    backends=tuple(m.get("backends") or ()))

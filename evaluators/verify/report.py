@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from jaxmem.evaluators.verify.metrics import METRICS, format_value
 from jaxmem.evaluators.verify.verdicts import CONFIRMED, ERROR, NOT_CONFIRMED, NOT_MEASURABLE
+from jaxmem.evaluators.verify.view import script_rows
 
 _LEAD = {CONFIRMED: "verified", NOT_CONFIRMED: "not confirmed", ERROR: "verification failed",
          NOT_MEASURABLE: "not measurable"}
@@ -62,12 +63,7 @@ def script_report(result: dict) -> str:
         lines.append(f"error: {result['error']}")
         if result.get("traceback"):
             lines.append(result["traceback"].rstrip())
-    for name in ("h2d_transfers", "implicit_h2d_transfers", "d2h_transfers", "host_syncs",
-                 "compile_count", "peak_rss", "wall_time"):
-        value = result.get(name)
-        metric = METRICS[name]
-        shown = f"not measurable on {result.get('backend')}" if value is None else format_value(metric, value)
-        lines.append(f"{metric.label}: {shown}")
+    lines += [row.text for row in script_rows(result)]
     for s in result.get("host_sync_lines") or []:
         where_ = f"line {s['line']}" if s["line"] else "outside the script"
         lines.append(f"  {where_}: {s['count']}x  {s['source'] or ''}")

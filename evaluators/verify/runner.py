@@ -10,9 +10,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxmem.evaluators.verify import probe
 from jaxmem.core.errors import JaxmemError
-from jaxmem.evaluators.verify.sandbox import ChildRun, Limits, accelerator_plugin_present, bwrap_problem, run_isolated, scrub_env
+from jaxmem.evaluators.verify import probe
+from jaxmem.evaluators.verify.sandbox import (
+    ChildRun,
+    Limits,
+    accelerator_plugin_present,
+    bwrap_problem,
+    run_isolated,
+    scrub_env,
+)
 
 # The child runs this file by path: it needs nothing of the project, and in the sandbox it is the
 # only file of the project tree the child can see.
@@ -116,7 +123,7 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def run_snippet(path: Path, *, entry: dict | None = None, env: dict[str, str] | None = None,
-                limits: Limits = Limits(), baseline: "SnippetRun | None" = None, untrusted: bool = False,
+                limits: Limits = Limits(), baseline: SnippetRun | None = None, untrusted: bool = False,
                 isolation: str | None = None) -> SnippetRun:
     """Run `path` once in isolation under the probe; never raises for what the snippet does.
 

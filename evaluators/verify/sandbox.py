@@ -102,7 +102,11 @@ def python_paths() -> list[Path]:
     """The interpreter and its packages: all the child may read of the Python installation."""
     paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     paths.add(Path(sys.executable).resolve().parent.parent)
-    for p in site.getsitepackages() + [site.getusersitepackages()]:
+    # Package folders a .pth file added (a venv layered over another environment's packages) are
+    # as much the installation as its own site-packages; other sys.path entries (the working
+    # directory, PYTHONPATH) are not bound.
+    extra = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+    for p in site.getsitepackages() + [site.getusersitepackages()] + extra:
         if Path(p).is_dir():
             paths.add(Path(p).resolve())
     # Keep only the outermost of nested paths; bind them in a stable order.

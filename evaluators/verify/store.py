@@ -17,6 +17,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from jaxmem.core import db
+from jaxmem.core.layout import writable_corpus
 from jaxmem.core.settings import Settings
 
 RUN = "measured run"  # origin of a record read from the database (shown as "[measured run, <date>]")
@@ -65,6 +66,7 @@ def write_evidence(records: list[dict], settings: Settings | None = None) -> Pat
     if not records:
         raise ValueError("no records to write as evidence")
     first = records[0]
+    writable_corpus((settings or Settings()).corpus_dir, "`jaxmem verify --all --record`")
     path = evidence_dir(settings) / evidence_name(first["backend"], first["device_kind"])
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"backend": first["backend"], "device_kind": first["device_kind"],

@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from jaxmem.evaluators.verify.manifest import Pair
 from jaxmem.evaluators.verify.metrics import METRICS
@@ -15,6 +15,7 @@ from jaxmem.evaluators.verify.runner import SnippetRun, run_baseline, run_snippe
 from jaxmem.evaluators.verify.sandbox import Limits
 from jaxmem.evaluators.verify.store import cache_key
 from jaxmem.evaluators.verify.verdicts import judge_metric, overall
+
 
 @dataclass(frozen=True)
 class Step:
@@ -107,7 +108,7 @@ def verify_pair(pair: Pair, *, repeats: int, limits: Limits, baselines: Baseline
         "jax": device.get("jax"), "jaxlib": device.get("jaxlib"), "backend": backend,
         "device_kind": device.get("device_kind"), "device_count": device.get("device_count"),
         "python": platform.python_version(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "repeats": len(before), "verdict": overall(metrics), "metrics": metrics,
         "isolation": isolation or (before[0].isolation if before else None), "node": platform.node(),
         "info": _info(before, after), "errors": errors,

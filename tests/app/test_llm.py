@@ -96,8 +96,8 @@ def test_llm_timeout_falls_back_to_the_offline_answer(llm):
 
 
 def test_unknown_llm_provider_names_the_choices(mini_settings, monkeypatch):
-    from jaxmem.core.settings import Settings
     from jaxmem.core.errors import ConfigError
+    from jaxmem.core.settings import Settings
 
     monkeypatch.setenv("JAXMEM_LLM", "gpt4all/x")
     with pytest.raises(ConfigError) as err:

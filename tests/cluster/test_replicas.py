@@ -65,6 +65,7 @@ def ask(page, question: str):
 
 def test_a_run_requested_on_one_replica_is_seen_by_the_others(deployment_env, ray_cluster, tmp_path):
     from playwright.sync_api import sync_playwright
+
     from tests.slack.conftest import mention, send_event
     from tests.slack.slack_api import SlackStandIn
 

@@ -50,7 +50,7 @@ def test_web_slack_and_ingest_at_once_on_the_embedded_store(shared_env, tmp_path
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and any(slack.answered(ch) is None for ch in slack.sent):
             time.sleep(0.2)
-        for channel, (q, right, _) in slack.sent.items():
+        for channel, (_q, right, _) in slack.sent.items():
             msg = slack.answered(channel)
             slack_rows.append("missing" if msg is None else verdict(msg, right))
         web_rows = web.stop()

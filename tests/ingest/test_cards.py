@@ -1,7 +1,6 @@
 """`jaxmem corpus check`: the real corpus passes; each kind of defect is reported precisely."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -7,4 +7,4 @@ import pytest
 @pytest.fixture(autouse=True)
 def _default_card_links(monkeypatch):
     # Golden output holds card URLs: the user's own base URL must not change them.
-    monkeypatch.delenv("JAXMEM_CARD_BASE_URL", raising=False)
+    monkeypatch.delenv("JAXMEM_PUBLIC_URL", raising=False)

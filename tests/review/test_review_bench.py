@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jaxmem.evaluators.review.api import review_paths
 from tests.helpers import load_benchmark
 
 generate = load_benchmark("bench_review.py").generate
-from jaxmem.evaluators.review.api import review_paths
 
 
 def test_generated_tree_parses_and_mixes_clean_and_flawed_files(tmp_path: Path):

@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from jaxmem.evaluators.review import dynamic
+from jaxmem.evaluators.review import cli as review_cli
 from jaxmem.evaluators.review.cli import command, rules_table
 from jaxmem.evaluators.review.registry import all_rules
 
@@ -108,7 +108,7 @@ def test_run_attaches_measurements(files: Path, monkeypatch):
                 "h2d_transfers": 0, "compile_count": 2, "peak_rss": 200 * 2**20,
                 "host_sync_lines": [{"line": 4, "source": "print(float(x.sum()))", "count": 3}]}
 
-    monkeypatch.setattr(dynamic, "default_runner", fake_runner)
+    monkeypatch.setattr(review_cli, "runner", lambda: fake_runner)
     res = run("--run", str(files / "bad.py"))
     assert seen["path"] == str(files / "bad.py")
     assert "[measured: backend=cpu, host_syncs_at_line=3, host_syncs_total=3]" in res.output

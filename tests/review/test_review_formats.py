@@ -6,18 +6,23 @@ oasis-tcs/sarif-spec (sarif-2.1/schema/sarif-schema-2.1.0.json) because tests ru
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 
-from tests.review.helpers import FIXTURES, HERE, check_golden
 from jaxmem.evaluators.review import registry
 from jaxmem.evaluators.review.api import (
-    card_url_factory, format_json, format_markdown, format_sarif, format_text, review_source,
+    card_help_factory,
+    card_url_factory,
+    format_json,
+    format_markdown,
+    format_sarif,
+    format_text,
+    review_source,
 )
 from jaxmem.evaluators.review.finding import Note
 from jaxmem.evaluators.review.formats import fingerprints
+from tests.review.helpers import FIXTURES, HERE, check_golden
 
 SAMPLE = FIXTURES / "JM101" / "bad_training_loop.py"
 
@@ -31,15 +36,19 @@ def _sample():
     return review_source(SAMPLE.read_text(encoding="utf-8"), "src/train loop.py")
 
 
-def test_sarif_is_valid_and_complete(schema):
+def test_sarif_is_valid_and_complete(schema, monkeypatch):
+    monkeypatch.setenv("JAXMEM_PUBLIC_URL", "https://jaxmem.example.org/")
     findings = _sample()
     notes = [Note("data/blob.bin", "binary file (contains NUL bytes); skipped")]
-    doc = json.loads(format_sarif(findings, notes, rules=registry.all_rules(), card_url=card_url_factory()))
+    doc = json.loads(format_sarif(findings, notes, rules=registry.all_rules(), card_url=card_url_factory(),
+                                  card_help=card_help_factory()))
     jsonschema.validate(doc, schema, cls=jsonschema.Draft4Validator)
     run = doc["runs"][0]
     rules = run["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == [r.code for r in registry.all_rules()], "one rule entry per code"
-    assert all(r["helpUri"].endswith(f"/{r['properties']['topic']}/en.md") for r in rules)
+    # The web app's card page, under its public URL.
+    assert all(r["helpUri"] == f"https://jaxmem.example.org/card?topic={r['properties']['topic']}&lang=en"
+               for r in rules)
     jm201 = next(r for r in rules if r["id"] == "JM201")
     assert jm201["fullDescription"]["text"].startswith("Flags a NumPy array or Python list that is built")
     assert "Fix: Stack the host data" in jm201["help"]["text"]
@@ -49,6 +58,22 @@ def test_sarif_is_valid_and_complete(schema):
         assert res["partialFingerprints"]["jaxmemFingerprint/v1"]
         assert res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "src/train%20loop.py"
     assert run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"].startswith("binary file")
+
+
+def test_sarif_without_a_public_web_app_carries_the_card_instead_of_a_link(schema, monkeypatch):
+    """No made-up URL: without JAXMEM_PUBLIC_URL nothing links anywhere, and the help says what the
+    card would have (its summary) beside the rule's fix."""
+    monkeypatch.delenv("JAXMEM_PUBLIC_URL", raising=False)
+    findings = _sample()
+    doc = json.loads(format_sarif(findings, rules=registry.all_rules(), card_url=card_url_factory(),
+                                  card_help=card_help_factory()))
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft4Validator)
+    text = json.dumps(doc)
+    assert "helpUri" not in text and "github.com" not in text and "http" not in text.replace(
+        "https://json.schemastore.org/sarif-2.1.0.json", "").replace("https://docs.oasis-open.org", "")
+    jm201 = next(r for r in doc["runs"][0]["tool"]["driver"]["rules"] if r["id"] == "JM201")
+    assert "Card batch-transfers: " in jm201["help"]["text"] and "Fix: Stack the host data" in jm201["help"]["text"]
+    assert all(not f.url for f in findings)
 
 
 def test_sarif_with_a_parse_error_and_a_notebook_is_valid(schema):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jaxmem.evaluators.review import config
-from jaxmem.evaluators.review.api import review_paths, review_question, review_source, extract_code_blocks
+from jaxmem.evaluators.review.api import extract_code_blocks, review_paths, review_question, review_source
 
 BAD_LOOP = "import jax.numpy as jnp\n\nfor i in range(100):\n    x = jnp.ones(3)\n    print(float(x.sum()))\n"
 
@@ -65,7 +65,8 @@ def test_gitignore_and_excludes(tmp_path: Path):
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(BAD_LOOP)
-    names = lambda r: sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
+    def names(r):
+        return sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
     assert names(review_paths([str(tmp_path)], exclude=["skipme"], jobs=1)) == ["a.py", "pkg/d.py"]
     everything = names(review_paths([str(tmp_path)], respect_gitignore=False, jobs=1))
     assert everything == ["a.py", "generated/b.py", "pkg/c_pb2.py", "pkg/d.py", "skipme/f.py"]
@@ -167,7 +168,8 @@ def test_test_files_are_skipped_by_default_and_can_be_included(tmp_path: Path):
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(BAD_LOOP)
-    names = lambda r: sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
+    def names(r):
+        return sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
     default = review_paths([str(tmp_path)], jobs=1)
     assert names(default) == ["pkg/contest.py", "train.py"]
     assert any("5 test files not reviewed" in n.message and "--include-tests" in n.message for n in default.notes)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.review.helpers import FIXTURES, check_golden
 from jaxmem.evaluators.review import registry
 from jaxmem.evaluators.review.api import format_text, review_source
 from jaxmem.evaluators.review.finding import SEVERITIES
+from tests.review.helpers import FIXTURES, check_golden
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = registry.all_rules()

@@ -1,7 +1,6 @@
 """The manifest and the README section agree with the code: nothing documented twice by hand drifts."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import yaml

@@ -7,13 +7,12 @@ import pytest
 
 from jaxmem.app.answer import Answer, Citation
 from jaxmem.app.slack import render
-from jaxmem.app.slack.flows import clean, is_review_only
 from jaxmem.app.slack.config import SlackConfig
 from jaxmem.app.slack.dedupe import SeenCache
+from jaxmem.app.slack.flows import clean, is_review_only
 from jaxmem.app.slack.format import BLOCKS_PER_MESSAGE, SECTION_LIMIT
 from jaxmem.app.slack.listeners.command import parse
 from jaxmem.app.slack.post import ChannelRateLimiter, Poster
-from jaxmem.core.errors import UsageError
 
 
 class FakeClock:
@@ -135,8 +134,8 @@ def test_config_errors_name_the_variable(monkeypatch, env, mode, message):
         monkeypatch.delenv(var, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    from jaxmem.core.settings import Settings
     from jaxmem.core.errors import JaxmemError
+    from jaxmem.core.settings import Settings
 
     with pytest.raises(JaxmemError) as err:  # a UsageError from the check, a ConfigError from the settings
         SlackConfig.from_settings(Settings()).check(mode)
@@ -155,7 +154,7 @@ def test_verify_message_shows_the_verdict_and_each_metric_in_units():
     text = "\n".join(b["text"]["text"] if b["type"] == "section" else b["elements"][0]["text"] for b in msg["blocks"])
     assert ":white_check_mark: *buffer-donation*: confirmed" in text
     assert "• donated (aliased) bytes: 0 B → 256.0 KiB (confirmed)" in text
-    assert "• device peak memory: not measurable on cpu (needs gpu or tpu)" in text
+    assert "• device peak memory: not measurable on cpu; needs gpu or tpu" in text
     assert "<https://example.org/buffer-donation/en.md|buffer-donation> · cache" in text
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import MINI, ROOT
 from tests.slack.conftest import running_bot, send_command
-from tests.slack.test_bot_http import bot_messages, block_text, finished
+from tests.slack.test_bot_http import block_text, bot_messages, finished
 
 pytestmark = pytest.mark.slow
 

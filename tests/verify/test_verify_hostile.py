@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jaxmem.evaluators.verify.runner import run_snippet
-from jaxmem.evaluators.verify.sandbox import GiB, MiB, Limits, bwrap_problem
+from jaxmem.evaluators.verify.sandbox import GiB, Limits, MiB, bwrap_problem
 from tests.helpers import running_with
 from tests.verify.test_verify_isolation import SECRETS
 

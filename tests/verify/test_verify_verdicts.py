@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from jaxmem.evaluators.verify.manifest import MetricSpec
 from jaxmem.evaluators.verify.runner import SnippetRun
-from jaxmem.evaluators.verify.verdicts import (CONFIRMED, ERROR, NOT_CONFIRMED, NOT_MEASURABLE, judge_metric,
-                                        overall)
+from jaxmem.evaluators.verify.verdicts import CONFIRMED, ERROR, NOT_CONFIRMED, NOT_MEASURABLE, judge_metric, overall
 
 MiB = 1 << 20
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.helpers import background, free_port, launch_chromium, require_chromium, wait_http
 from tests.web.helpers import SWEDISH_QUESTION
 

@@ -1,9 +1,8 @@
 """The chat page through Streamlit's AppTest: asking, follow-ups, abstention, bad input, errors."""
 from __future__ import annotations
 
-from tests.web.helpers import SWEDISH_QUESTION, ask, texts
-
 from jaxmem.core.errors import StoreCorrupt
+from tests.web.helpers import SWEDISH_QUESTION, ask, texts
 
 
 def answers(at) -> list:

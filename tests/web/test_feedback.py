@@ -6,10 +6,10 @@ import io
 import threading
 
 import pytest
-from tests.web.helpers import SWEDISH_QUESTION, ask
 
 from jaxmem.app.feedback import FeedbackStore
 from jaxmem.core.errors import UsageError
+from tests.web.helpers import SWEDISH_QUESTION, ask
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_status_page_lists_feedback_and_offers_csv(app):
     ask(app, SWEDISH_QUESTION)
     answer_id = app.session_state["turns"][-1]["id"]
     app.feedback[0].set_value(1).run()
-    app.switch_page("pages/status.py").run()
+    app.switch_page("webui/pages/status.py").run()
     assert not app.exception
     table = app.dataframe[0].value
     assert answer_id in set(table["answer_id"])

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tests.web.helpers import texts
 
 TRAIN = (Path(__file__).parent / "fixtures" / "review" / "train_loop.py").read_text()
@@ -12,7 +13,7 @@ TRAIN = (Path(__file__).parent / "fixtures" / "review" / "train_loop.py").read_t
 
 @pytest.fixture
 def review(app):
-    app.switch_page("pages/review.py").run()
+    app.switch_page("webui/pages/review.py").run()
     assert not app.exception
     return app
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tests.web.helpers import SWEDISH_QUESTION, ask, texts
 
 

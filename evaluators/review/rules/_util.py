@@ -5,7 +5,7 @@ import ast
 
 from jaxmem.evaluators.review import intent
 from jaxmem.evaluators.review.context import HOST_METHODS, JAX_ARRAY_FUNCS, JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
-from jaxmem.evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx
+from jaxmem.evaluators.review.rule import COMPREHENSIONS, Ctx
 
 SYNC_BUILTINS = frozenset({"float", "int", "bool", "complex"})
 # A benchmark named for one of these measures the host->device copy itself.

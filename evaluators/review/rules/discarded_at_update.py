@@ -21,8 +21,8 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules.at_set_in_python_loop import at_update_base
 from jaxmem.evaluators.review.rules._util import describe
+from jaxmem.evaluators.review.rules.at_set_in_python_loop import at_update_base
 
 
 class DiscardedAtUpdate(Rule):

@@ -24,7 +24,12 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, enclosing_loop_of, jitted_call_args_in_host_loop, not_per_step
+from jaxmem.evaluators.review.rules._util import (
+    TRANSFER_WORDS,
+    enclosing_loop_of,
+    jitted_call_args_in_host_loop,
+    not_per_step,
+)
 
 
 class HostArrayReusedAcrossCalls(Rule):

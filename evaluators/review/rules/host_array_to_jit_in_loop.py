@@ -26,7 +26,11 @@ import ast
 from jaxmem.evaluators.review.context import end_pos, pos
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import (
-    TRANSFER_WORDS, describe, enclosing_loop_of, jitted_call_args_in_host_loop, not_per_step,
+    TRANSFER_WORDS,
+    describe,
+    enclosing_loop_of,
+    jitted_call_args_in_host_loop,
+    not_per_step,
 )
 
 

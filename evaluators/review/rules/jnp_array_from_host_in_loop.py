@@ -24,9 +24,15 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review import intent
-from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, describe, loop_targets, not_per_step, under_periodic_guard
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import (
+    TRANSFER_WORDS,
+    describe,
+    loop_targets,
+    not_per_step,
+    under_periodic_guard,
+)
 
 CONVERTERS = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
 PUT = "jax.device_put"

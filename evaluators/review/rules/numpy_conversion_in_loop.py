@@ -25,7 +25,6 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import not_per_step, periodic
 
-
 # NumPy functions that read only shape and dtype: no copy, no wait.
 METADATA = frozenset({"numpy.ndim", "numpy.shape", "numpy.size", "numpy.result_type", "numpy.dtype",
                       "numpy.iinfo", "numpy.finfo", "numpy.issubdtype", "numpy.isscalar", "numpy.can_cast",
