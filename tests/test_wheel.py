@@ -100,8 +100,7 @@ def test_ingest_ask_review_verify_from_the_installed_wheel(venv, tmp_path):
     assert "github.com/jaxmem" not in ask.stdout
     assert answer["citations"][0]["url"].startswith("card?topic=")
 
-    (home / "train.py").write_text("import jax\nimport jax.numpy as jnp\n\n@jax.jit\ndef step(w):\n    return w * 2\n\n"
-                                   "w = jnp.ones(3)\nfor i in range(10):\n    w = step(w)\n    print(float(w.sum()))\n")
+    shutil.copy(ROOT / "tests" / "review" / "fixtures" / "JM101" / "bad_training_loop.py", home / "train.py")
     review = run(venv, home, "review", "train.py", "--format", "json")
     assert review.returncode == 1, review.stderr  # findings: exit 1
     assert {f["code"] for f in json.loads(review.stdout)["findings"]} >= {"JM101"}
