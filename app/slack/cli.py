@@ -6,7 +6,7 @@ import socket
 
 import click
 
-from jaxmem.core.errors import UsageError, friendly
+from jaxmem.core.errors import UsageError, friendly, needs
 
 
 @click.command("slack")
@@ -19,6 +19,7 @@ from jaxmem.core.errors import UsageError, friendly
 @click.option("--no-warm", is_flag=True, help="Skip loading the model and index before connecting (faster start, slow first answer).")
 @click.option("-v", "--verbose", is_flag=True, help="Log every request and answer.")
 @friendly
+@needs("chat")
 def command(http_mode: bool, port: int, host: str, no_warm: bool, verbose: bool) -> None:
     """Answer questions, review code and verify advice in Slack.
 

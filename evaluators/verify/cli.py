@@ -8,7 +8,7 @@ import time
 
 import click
 
-from jaxmem.core.errors import friendly
+from jaxmem.core.errors import friendly, needs
 from jaxmem.core.layout import writable_corpus
 from jaxmem.core.settings import Settings
 from jaxmem.evaluators.verify import api
@@ -63,6 +63,7 @@ def on_cluster(topics, *, repeats, fresh, limits, jobs, settings, on_record=None
 @click.option("--record", is_flag=True,
               help="With --all: write the results to corpus/evidence/<backend>.json.")
 @friendly
+@needs("verify")
 def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, jobs, record):
     """Run before/after snippet pairs in isolation and check that the advice holds here.
 
