@@ -126,3 +126,26 @@ def test_the_queues_show_what_waits_and_runs_where(cluster_settings, ray_cluster
     t.join()
     assert any(running == 1 and ray_cluster.worker_node[:12] in where for _, running, where in seen), seen
     assert result["ev"].verdict == "confirmed"
+
+
+def test_the_cli_verifies_through_the_cluster_and_names_the_worker(cluster_settings, ray_cluster, tmp_path):
+    """`jaxmem verify` with JAXMEM_RAY_ADDRESS set runs on the Ray pool the front ends use (an
+    operator records GPU evidence from the command line), and its record names the worker node."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("JAXMEM_")}, **ray_cluster.env,
+           "JAXMEM_RAY_ADDRESS": ray_cluster.address, "JAXMEM_RAY_ACCELERATOR": cluster_settings.ray_accelerator,
+           "JAXMEM_CORPUS_DIR": str(cluster_settings.corpus_dir), "JAXMEM_DATA_DIR": str(tmp_path / "cli-data"),
+           "JAXMEM_RAY_TIMEOUT": "300"}
+    proc = subprocess.run([sys.executable, "-m", "jaxmem.app.cli", "verify", "buffer-donation", "--json", "--repeats", "1"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (record,) = json.loads(proc.stdout)["records"]
+    assert record["node"] == ray_cluster.worker_node and record["verdict"] == "confirmed"
+    assert f"verifying on the Ray cluster at {ray_cluster.address}" in proc.stderr
+    unknown = subprocess.run([sys.executable, "-m", "jaxmem.app.cli", "verify", "no-such-topic"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert unknown.returncode != 0 and "no snippet pair for topic 'no-such-topic'" in unknown.stderr
+    assert "Traceback" not in unknown.stderr

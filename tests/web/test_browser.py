@@ -48,18 +48,24 @@ def server(web_env, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(server):
+def browser(server):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.goto(server)
-        # The sidebar's index line appears once the advisor is built: from then on, warm.
-        pg.get_by_text("cards on 2 topics").wait_for(timeout=FIRST_LOAD_TIMEOUT_MS)
-        yield pg
-        browser.close()
+        b = launch_chromium(pw)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.goto(server)
+    # The sidebar's index line appears once the advisor is built: from then on, warm.
+    pg.get_by_text("cards on 2 topics").wait_for(timeout=FIRST_LOAD_TIMEOUT_MS)
+    yield pg
+    pg.close()
 
 
 def ask(page, question: str, n_before: int) -> tuple[float, float]:
@@ -136,14 +142,49 @@ def test_status_page(page):
     page.screenshot(path=str(ARTIFACTS / "web-status.png"), full_page=True)
 
 
-@pytest.mark.parametrize("path", ["", "review", "status", "shared", "evidence", "answer_view", "review_view"])
-def test_every_url_opens_inside_the_apps_navigation(page, server, path):
-    """A deep link to a page, or to a module that is no page, keeps the app's navigation and sidebar."""
-    page.goto(f"{server}/{path}")
-    page.get_by_text("Knowledge base").wait_for(timeout=60_000)
-    nav = page.get_by_test_id("stSidebarNav")
-    nav.wait_for()
-    links = sorted(t.strip().splitlines()[-1] for t in nav.get_by_role("link").all_inner_texts())  # after the icon
-    assert links == ["Chat", "Feedback and status", "Review code"], links
-    page.goto(server)  # back to the chat for the tests that follow
+@pytest.mark.parametrize("path", ["", "review", "status", "card?topic=buffer-donation&lang=sv", "web", "chat",
+                                  "shared", "evidence", "answer_view", "review_view"])
+def test_every_url_opens_inside_the_apps_navigation(browser, server, path):
+    """A deep link, opened in a new page as a user opens a bookmark, shows the app's own navigation,
+    not Streamlit's listing of source files (web, chat, review, status)."""
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        pg.goto(f"{server}/{path}")
+        pg.get_by_text("Knowledge base").wait_for(timeout=60_000)
+        pg.wait_for_timeout(2_000)  # what Streamlit lists after the first script run settles
+        nav = pg.get_by_test_id("stSidebarNav")
+        nav.wait_for()
+        links = sorted(t.strip().splitlines()[-1] for t in nav.get_by_role("link").all_inner_texts())  # after the icon
+        assert links == ["Chat", "Feedback and status", "Review code"], links
+    finally:
+        pg.close()
+
+
+def test_every_card_link_in_the_answers_is_a_page_the_app_serves(page, browser, server):
+    """Follows each link the answers on the chat page hold: a card link opens that card in the app;
+    no link points at a made-up repository. (Sources are the JAX documentation's own pages, which
+    this offline machine cannot open: only checked to be https.)"""
+    from urllib.parse import urljoin
+
+    page.goto(server)
     page.get_by_text("cards on 2 topics").wait_for(timeout=60_000)
+    ask(page, SWEDISH_QUESTION, 0)
+    ask(page, "How do I reuse the input buffer with donate_argnums so parameters are not held twice?", 2)
+    hrefs = page.get_by_test_id("stChatMessage").locator("a[href]").evaluate_all(
+        "els => els.map(e => e.getAttribute('href'))")
+    assert not [h for h in hrefs if "github.com/jaxmem" in h]
+    hrefs = [h for h in hrefs if not h.startswith("#")]  # Streamlit's own heading anchors, on the same page
+    internal = sorted({h for h in hrefs if not h.startswith(("http://", "https://", "mailto:")) or h.startswith(server)})
+    assert any(h.startswith("card?topic=") for h in internal), hrefs
+    external = {h for h in hrefs if h not in internal}
+    assert all(h.startswith("https://") for h in external), external
+    assert all(h.startswith("card?topic=") for h in internal), internal
+    for href in internal:
+        pg = browser.new_page()
+        try:
+            pg.goto(urljoin(server + "/", href))
+            topic = href.split("topic=")[1].split("&")[0]
+            pg.get_by_text(f"{topic} · applies to").wait_for(timeout=60_000)  # the card page's caption
+            assert "Page not found" not in pg.inner_text("body") and "Sources" in pg.inner_text("body"), href
+        finally:
+            pg.close()
