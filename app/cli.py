@@ -237,14 +237,22 @@ def corpus_embed(path, as_json):
               help="main: the labelled set the settings were tuned on; heldout and fresh: independent sets, never "
                    "tuned on; real: questions from public threads (dev and held-out halves, translations, reported "
                    "apart); or the path of a question file in the same format.")
+@click.option("--aggregates-only", is_flag=True,
+              help="Print figures only, never a question or a miss (always so for a sealed set: a file whose name "
+                   "starts with 'sealed').")
 @friendly
 @needs("chat")
-def eval_(as_json, baselines, which):
+def eval_(as_json, baselines, which, aggregates_only):
     """Retrieval quality on the labelled question set: recall@1/3, MRR, language, abstention."""
     from jaxmem.app.evaluation import format_report, load_questions, run_eval, set_path
 
-    report = run_eval(Settings(), baselines=baselines, questions=load_questions(set_path(which)))
+    path = set_path(which)
+    report = run_eval(Settings(), baselines=baselines, questions=load_questions(path))
     report["set"] = which
+    if aggregates_only or path.name.startswith("sealed"):
+        # A sealed set is never read case by case: no question, miss or per-question row leaves here.
+        report["misses"] = []
+        report["sealed"] = True
     click.echo(json.dumps(report, ensure_ascii=False, indent=2) if as_json else format_report(report))
 
 

@@ -248,7 +248,10 @@ def format_report(report: dict) -> str:
         lines.append(f"{group:6} {b['n']:>4} {b['recall@1']!s:>6} {b['recall@3']!s:>6} {b['mrr']!s:>6}")
     lines += ["", f"answer-language accuracy: {main.get('answer_language_accuracy')}",
               f"language detection accuracy: {report.get('language_detection_accuracy')}",
-              f"score distribution: {report.get('score_distribution')}", "", f"misses ({len(report['misses'])}):"]
+              f"score distribution: {report.get('score_distribution')}", ""]
+    if report.get("sealed"):
+        return "\n".join(lines + ["misses: not shown (sealed set: aggregates only)"])
+    lines += [f"misses ({len(report['misses'])}):"]
     lines += [f"  [{m['lang']}{'/' + m['split'] if m.get('split') else ''}] {m['topics']} -> {m['got']} "
               f"abst={m['abstained']} s={m['top_dense']}: {m['q']}" for m in report["misses"]]
     return "\n".join(lines)

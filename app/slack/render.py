@@ -127,7 +127,7 @@ def findings_messages(findings: list[dict], lang: str = "en", asker: str | None 
     lines = [f"*{escape(label(lang, 'review', n=len(findings)))}*"]
     for f in findings[:MAX_FINDINGS]:
         where = f"line {f.get('line')}" + (f", cell {f['cell']}" if f.get("cell") else "")
-        card = f" → {link(f['url'], f.get('topic') or 'card')}" if f.get("url") else ""
+        card = f" → {link(f.get('url') or '', f.get('topic') or 'card')}" if f.get("topic") or f.get("url") else ""
         lines.append(f"• `{f.get('code')}` {where}: {escape(str(f.get('message', '')))}{card}")
     if len(findings) > MAX_FINDINGS:
         lines.append(f"• … +{len(findings) - MAX_FINDINGS} (`jaxmem review` lists all)")
