@@ -145,7 +145,7 @@ class Services:
     def verifier(self):
         if self._verifier is not None:
             return self._verifier
-        from jaxmem.evaluators.verify.jobs import verifier_for
+        from jaxmem.evaluators.verify.pool import verifier_for
 
         return verifier_for(self.settings)
 

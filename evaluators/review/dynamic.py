@@ -52,6 +52,9 @@ def confirm(findings: Sequence[Finding], path: str, runner: Callable[[str], dict
 def run_summary(result: dict) -> str:
     """One line for the review output: whether the run worked and the totals it measured."""
     where = f"{result.get('backend') or 'unknown backend'}, jax {result.get('jax') or '?'}"
+    if result.get("tampered"):
+        return (f"--run {result.get('script')}: not measurable on {where}: the code touched what measures it "
+                f"({'; '.join(result['tampered'])})")
     if not result.get("ok"):
         return f"--run {result.get('script')}: the script failed on {where}: {result.get('error') or 'unknown error'}"
     parts = [f"{k}={result[k]}" for k in ("h2d_transfers", "host_syncs", "compile_count") if result.get(k) is not None]

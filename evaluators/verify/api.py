@@ -113,7 +113,9 @@ def verify_script(path_or_source: str | Path, *, limits: Limits | None = None, s
         isolation = isolation_for(True, sandbox)  # refuses before anything runs
         run = run_snippet(path, limits=limits, baseline=baselines.get({}, isolation), isolation=isolation)
     d = run.device
-    return {"script": name, "ok": run.ok, "error": run.error, "traceback": run.traceback,
+    return {"script": name, "ok": run.ok and not run.tampered, "error": run.error, "traceback": run.traceback,
+            # The code touched what measures it: its counts are "not measurable", never numbers.
+            "tampered": run.tampered,
             "backend": d.get("backend"), "device_kind": d.get("device_kind"), "jax": d.get("jax"),
             **{k: run.values.get(k) for k in ("h2d_transfers", "implicit_h2d_transfers",
                                               "d2h_transfers", "host_syncs", "compile_count",

@@ -23,7 +23,8 @@ def on_cluster(topics, *, repeats, fresh, limits, jobs, settings, on_record=None
     names the worker node it ran on. `jobs` pairs are in flight at once."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from jaxmem.evaluators.verify.jobs import Request, verifier_for
+    from jaxmem.evaluators.verify.jobs import Request
+    from jaxmem.evaluators.verify.pool import verifier_for
 
     available = api.pairs(settings)
     for topic in topics:  # a bad name fails before anything is submitted
@@ -79,7 +80,8 @@ def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, 
         if topics or all_:
             raise click.UsageError("--script runs one file; do not combine it with topics or --all")
         if settings.ray_address:  # the same cluster the web app and the Slack bot verify on
-            from jaxmem.evaluators.verify.jobs import Request, verifier_for
+            from jaxmem.evaluators.verify.jobs import Request
+            from jaxmem.evaluators.verify.pool import verifier_for
 
             source = open(script, encoding="utf-8").read()
             result = verifier_for(settings).run(Request("script", source=source, limits=limits)).result

@@ -69,15 +69,6 @@ def as_result(request: Request, stored: dict) -> Evidence | ScriptRun:
     return Evidence(stored) if request.kind == "card" else ScriptRun(stored)
 
 
-def verifier_for(settings: Settings):
-    """The verifier every front end uses: the Ray cluster at JAXMEM_RAY_ADDRESS, else this machine."""
-    if settings.ray_address:
-        from jaxmem.evaluators.verify.ray_jobs import RayVerifier
-
-        return RayVerifier(settings)
-    return LocalVerifier(settings)
-
-
 class LocalVerifier:
     """Jobs run on this machine, `JAXMEM_VERIFY_SLOTS` at a time across all its processes."""
 

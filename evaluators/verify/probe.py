@@ -1,9 +1,16 @@
 """The child half of the verifier: install measurement hooks, run one snippet, write a JSON result.
 
-Run as `python -m evaluators.verify.probe CONFIG.json`. Stdout and stderr belong to the snippet;
-the result goes to the file named in the config. Transfer counts are not taken here: the transfer
-guard logs from C++ straight to file descriptor 2, so the parent counts those lines, and this
-module only writes markers to fd 2 that delimit the snippet and its explicit `device_put` calls.
+Run as `python -P probe.py CONFIG.json`. Stdout belongs to the snippet; the result goes to the
+file named in the config. Transfer counts are not taken here: the transfer guard logs from C++
+straight to file descriptor 2, so the parent counts those lines, and this module only writes
+markers to fd 2 that delimit the snippet and its explicit `device_put` calls.
+
+The measured code is untrusted and runs in this process, so it could hide or fake what the parent
+counts. What it could do naively is made impossible or detected: fd 2 carries only the guard's
+lines and the markers (the snippet's own `sys.stderr` goes to a file of its own); markers and the
+result carry a per-run nonce the parent chose (read from the config, which is then deleted);
+replacing, closing, reopening or writing fd 2, or the run ending before the probe's end marker,
+makes the run "tampered", which the parent reports as not measurable instead of as numbers.
 Must stay importable without the rest of the project (only the standard library and jax).
 """
 from __future__ import annotations
@@ -18,10 +25,13 @@ import time
 import traceback
 from pathlib import Path
 
-MARK_BEGIN = "@@jaxmem:snippet-begin@@"
-MARK_END = "@@jaxmem:snippet-end@@"
-MARK_EXPLICIT_BEGIN = "@@jaxmem:explicit-begin@@"
-MARK_EXPLICIT_END = "@@jaxmem:explicit-end@@"
+MARK_PREFIX = "@@jaxmem:"
+# Each marker is MARK_PREFIX + nonce + ":" + name + "@@"; the parent knows the nonce, the snippet does not.
+BEGIN, END, EXPLICIT_BEGIN, EXPLICIT_END = "snippet-begin", "snippet-end", "explicit-begin", "explicit-end"
+# A process the snippet starts writes to the same fd 2: whatever it prints could pass for guard lines.
+_SPAWN_EVENTS = ("os.system", "subprocess.Popen", "os.posix_spawn", "os.spawn", "os.exec", "os.fork", "os.forkpty")
+# Paths that reach this process's fd 2 under another descriptor.
+_FD2_PATHS = ("/dev/stderr", "/dev/fd/2", "/proc/self/fd/2")
 
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
@@ -32,17 +42,79 @@ _SYNC_METHODS = ("__float__", "__int__", "__bool__", "__index__", "__complex__",
 _NUMPY_CONVERTERS = ("asarray", "array", "asanyarray", "ascontiguousarray", "copy")
 
 
-def _mark(text: str) -> None:
-    # Flush Python's buffers first so the marker lands after everything written before it.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.write(2, f"{text}\n".encode())
+def marker(nonce: str, name: str) -> str:
+    return f"{MARK_PREFIX}{nonce}:{name}@@"
+
+
+class Guard:
+    """Keeps fd 2 for the transfer guard and the markers, and notes any attempt to touch it."""
+
+    def __init__(self, nonce: str):
+        self._nonce = nonce
+        self.tampered: list[str] = []
+        self.active = False
+        self._fd2 = None
+        self._write = os.write
+
+    def mark(self, name: str) -> None:
+        # Flush Python's buffers first so the marker lands after everything written before it.
+        sys.stdout.flush()
+        self._write(2, f"{marker(self._nonce, name)}\n".encode())
+
+    def install(self, user_stderr: Path) -> None:
+        st = os.fstat(2)
+        self._fd2 = (st.st_dev, st.st_ino)
+        # The snippet's Python-level stderr (print(..., file=sys.stderr), logging, warnings) is
+        # its own file: nothing it prints can pass for a guard line or a marker.
+        sys.stderr = open(user_stderr, "w", buffering=1, encoding="utf-8", errors="replace")
+        guard = self
+
+        def _is_fd2(fd) -> bool:
+            return isinstance(fd, int) and fd == 2
+
+        def wrap(name, check):
+            original = getattr(os, name)
+
+            def wrapper(*args, **kwargs):
+                if guard.active and check(*args, **kwargs):
+                    guard.note(f"the code called os.{name} on file descriptor 2")
+                return original(*args, **kwargs)
+            setattr(os, name, wrapper)
+
+        wrap("dup2", lambda fd, fd2, *a, **k: _is_fd2(fd2))
+        wrap("close", lambda fd, *a, **k: _is_fd2(fd))
+        wrap("closerange", lambda lo, hi, *a, **k: lo <= 2 < hi)
+        wrap("write", lambda fd, *a, **k: _is_fd2(fd))
+        wrap("writev", lambda fd, *a, **k: _is_fd2(fd))
+
+        def audit(event: str, args) -> None:
+            if not guard.active:
+                return
+            if event == "open" and args and str(args[0]) in _FD2_PATHS:
+                guard.note(f"the code opened {args[0]}")
+            elif event in _SPAWN_EVENTS:
+                guard.note("the code started a process, whose output shares file descriptor 2")
+        sys.addaudithook(audit)
+
+    def note(self, what: str) -> None:
+        if what not in self.tampered:
+            self.tampered.append(what)
+
+    def check_fd2(self) -> None:
+        try:
+            st = os.fstat(2)
+        except OSError:
+            self.note("file descriptor 2 was closed")
+            return
+        if (st.st_dev, st.st_ino) != self._fd2:
+            self.note("file descriptor 2 was replaced")
 
 
 class Hooks:
     """Counters the snippet feeds while it runs; `active` is off outside the snippet."""
 
-    def __init__(self, user_file: str):
+    def __init__(self, user_file: str, guard: Guard):
+        self.guard = guard
         self.user_file = os.path.realpath(user_file)
         self.active = False
         self.compiles = 0
@@ -78,7 +150,7 @@ class Hooks:
             if not self.active or getattr(self._depth, "put", 0):
                 return original_put(*args, **kwargs)
             self._depth.put = 1
-            _mark(MARK_EXPLICIT_BEGIN)
+            self.guard.mark(EXPLICIT_BEGIN)
             try:
                 # A snippet's own guard ("disallow", "log") allows explicit transfers but does not
                 # log them; log them here so they are counted. "*_explicit" levels stay as set.
@@ -88,7 +160,7 @@ class Hooks:
                         return original_put(*args, **kwargs)
                 return original_put(*args, **kwargs)
             finally:
-                _mark(MARK_EXPLICIT_END)
+                self.guard.mark(EXPLICIT_END)
                 self._depth.put = 0
         jax.device_put = device_put
 
@@ -187,9 +259,9 @@ def _entry_analysis(entry: dict, g: dict) -> dict:
     }
 
 
-def run(config: dict) -> dict:
+def run(config: dict, guard: Guard) -> dict:
     snippet = Path(config["snippet"]).resolve()
-    hooks = Hooks(str(snippet))
+    hooks = Hooks(str(snippet), guard)
     result: dict = {"error": None, "traceback": None, "exit_status": 0}
     # Hooks touch only Python objects: the backend must not start before the snippet runs,
     # because allocator variables set by the snippet are read at backend start.
@@ -203,8 +275,8 @@ def run(config: dict) -> dict:
         result.update(error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=0),
                       wall_s=0.0, compile_count=0, host_syncs=[], device={})
         return result
-    _mark(MARK_BEGIN)
-    hooks.active = True
+    guard.mark(BEGIN)
+    hooks.active = guard.active = True
     t0 = time.perf_counter()
     try:
         exec(code, g)
@@ -217,8 +289,9 @@ def run(config: dict) -> dict:
         result["traceback"] = _user_traceback(e, str(snippet))
     finally:
         result["wall_s"] = time.perf_counter() - t0
-        hooks.active = False
-        _mark(MARK_END)
+        hooks.active = guard.active = False
+        guard.check_fd2()
+        guard.mark(END)
     result["compile_count"] = hooks.compiles
     result["host_syncs"] = hooks.syncs
     try:
@@ -257,15 +330,23 @@ def _vm_hwm() -> int | None:
 
 
 def main(argv: list[str]) -> int:
-    config = json.loads(Path(argv[1]).read_text())
-    result = run(config)
+    config_path = Path(argv[1])
+    config = json.loads(config_path.read_text())
+    config_path.unlink()  # the nonce in it is not for the snippet to read
+    guard = Guard(config.pop("nonce"))
+    guard.install(Path(config["user_stderr"]))
+    result = run(config, guard)
     result["vm_hwm_bytes"] = _vm_hwm()
+    result["tampered"] = guard.tampered
+    result["nonce"] = guard._nonce
     out = Path(config["result"])
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, default=str))
     tmp.replace(out)
-    return 0 if result["error"] is None else 3
+    sys.stderr.flush()
+    # Now, before any atexit handler or thread the snippet left behind can rewrite the result.
+    os._exit(0 if result["error"] is None else 3)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    main(sys.argv)

@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -77,24 +78,38 @@ class SnippetRun:
     isolation: str = "process"
     # How the run was contained: {"task_cap": bool, "tasks_peak": int | None, "task_cap_hit": bool}
     containment: dict = field(default_factory=dict)
+    # Why the counts cannot be trusted (the measured code touched what measures it); then no values.
+    tampered: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-def parse_stderr(text: str) -> tuple[GuardCounts, str]:
-    """Count guard lines inside the snippet's marked region; return the rest as the user's stderr."""
+def parse_stderr(text: str, nonce: str = "") -> tuple[GuardCounts, str, list[str]]:
+    """Count guard lines inside the snippet's marked region; return the rest as the user's stderr,
+    and what looks tampered with (markers missing, repeated, out of order, or not this run's)."""
     counts = GuardCounts()
     kept: list[str] = []
     inside = explicit = False
+    seen: list[str] = []
+    problems: list[str] = []
+    marks = {probe.marker(nonce, name): name for name in (probe.BEGIN, probe.END, probe.EXPLICIT_BEGIN,
+                                                           probe.EXPLICIT_END)}
     for line in text.splitlines():
-        for mark in (probe.MARK_BEGIN, probe.MARK_END, probe.MARK_EXPLICIT_BEGIN, probe.MARK_EXPLICIT_END):
+        for mark, name in marks.items():
             if mark in line:
-                inside = {probe.MARK_BEGIN: True, probe.MARK_END: False}.get(mark, inside)
-                explicit = {probe.MARK_EXPLICIT_BEGIN: True, probe.MARK_EXPLICIT_END: False}.get(mark, explicit)
+                seen.append(name)
+                if name == probe.BEGIN and (inside or probe.END in seen[:-1] or seen.count(probe.BEGIN) > 1):
+                    problems.append("the snippet-begin marker appeared twice or late")
+                inside = {probe.BEGIN: True, probe.END: False}.get(name, inside)
+                explicit = {probe.EXPLICIT_BEGIN: True, probe.EXPLICIT_END: False}.get(name, explicit)
                 line = line.replace(mark, "")
                 break
+        else:
+            if probe.MARK_PREFIX in line:  # a marker, but not one of this run's
+                problems.append("a marker that is not this run's appeared on file descriptor 2")
+                continue
         m = _GUARD.search(line)
         if m:
             if inside:
@@ -109,7 +124,7 @@ def parse_stderr(text: str) -> tuple[GuardCounts, str]:
             continue
         if line:
             kept.append(line)
-    return counts, "\n".join(kept)
+    return counts, "\n".join(kept), problems
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -135,7 +150,10 @@ def run_snippet(path: Path, *, entry: dict | None = None, env: dict[str, str] | 
         work = Path(tmp) / "work"
         work.mkdir()
         result_path = Path(tmp) / "result.json"
-        config = {"snippet": str(path), "result": str(result_path), "entry": entry}
+        user_stderr = Path(tmp) / "stderr.txt"
+        nonce = secrets.token_hex(16)
+        config = {"snippet": str(path), "result": str(result_path), "entry": entry, "nonce": nonce,
+                  "user_stderr": str(user_stderr)}
         config_path = Path(tmp) / "config.json"
         config_path.write_text(json.dumps(config))
         # -P: the probe's folder (the verifier's own modules, e.g. queue.py) is not put first on the
@@ -143,15 +161,51 @@ def run_snippet(path: Path, *, entry: dict | None = None, env: dict[str, str] | 
         # from the snippet (without bubblewrap, PyTorch's `import queue` found ours).
         child = run_isolated([sys.executable, "-P", str(PROBE), str(config_path)], env=child_env(env), limits=limits,
                              cwd=work, isolation=isolation, readonly=[path.parent, PROBE], writable=[Path(tmp)])
-        result = json.loads(result_path.read_text()) if result_path.is_file() else None
-    run = _to_run(child, result, baseline)
+        result = _read_result(result_path)
+        own_stderr = user_stderr.read_text(errors="replace") if user_stderr.is_file() else ""
+    run = _to_run(child, result, baseline, nonce, own_stderr)
     run.isolation = isolation
     run.containment = {"task_cap": child.task_cap, "tasks_peak": child.tasks_peak, "task_cap_hit": child.task_cap_hit}
     return run
 
 
-def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None) -> SnippetRun:
-    guard, stderr = parse_stderr(child.stderr)
+def _read_result(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return {"unreadable": True}  # not the probe's: it writes complete JSON and renames it into place
+
+
+def tampering(child_stderr_problems: list[str], result: dict | None, nonce: str, markers_seen: bool) -> list[str]:
+    """Why this run's counts cannot be trusted ([] when nothing points at tampering)."""
+    why = list(dict.fromkeys(child_stderr_problems))
+    if result is None:
+        return why
+    if result.get("unreadable") or result.get("nonce") != nonce:
+        why.append("the result file was not the probe's")
+    why += list(result.get("tampered") or [])
+    if not markers_seen:
+        why.append("the probe's end marker never reached the runner (file descriptor 2 was redirected)")
+    return why
+
+
+def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None, nonce: str = "",
+            own_stderr: str = "") -> SnippetRun:
+    guard, stderr, problems = parse_stderr(child.stderr, nonce)
+    stderr = "\n".join(s for s in (own_stderr.rstrip("\n"), stderr) if s)
+    ended = probe.marker(nonce, probe.END) in child.stderr
+    tampered = tampering(problems, result, nonce, ended) if nonce else []
+    run = _measured(child, result, baseline, guard, stderr)
+    if tampered:
+        # Numbers from a run that hid or faked what is counted would be made up: none are reported.
+        run.values = {k: None for k in run.values}
+        run.syncs = []
+        run.tampered = tampered
+    return run
+
+
+def _measured(child: ChildRun, result: dict | None, baseline: SnippetRun | None, guard: GuardCounts,
+              stderr: str) -> SnippetRun:
     if result is None:
         reason = child.reason() or "the child ended without writing a result"
         last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")

@@ -59,10 +59,14 @@ def metric_rows(evidence) -> list[MetricRow]:
 def script_rows(result: dict) -> list[MetricRow]:
     """Rows for one script run's record (absolute counts, no before/after)."""
     rows = []
+    tampered = result.get("tampered") or []
     for name in SCRIPT_METRICS:
         value = result.get(name)
         label = METRICS[name].label
-        if value is None:
+        if tampered:
+            rows.append(MetricRow(label, "not measurable", f"{label}: not measurable (the code touched what "
+                                  f"measures it: {'; '.join(tampered)})"))
+        elif value is None:
             rows.append(MetricRow(label, "not measurable", f"{label}: not measurable on {result.get('backend')}"))
         else:
             shown = _fmt(name, value)
