@@ -31,14 +31,14 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	bash scripts/install-system-packages.sh
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 test-fast: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n 2 --dist loadfile
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/bench_engine.py
