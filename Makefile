@@ -27,18 +27,21 @@ $(VENV)/.installed-dev: pyproject.toml constraints.txt | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/jaxmem web $(ARGS)
 
-# The habits first (seconds): lint and the import-layer contract; then the whole suite.
+# The habits first (seconds): lint and the import-layer contract; then the whole suite, on two
+# workers (a file per worker), and the loopback-cluster tests on their own afterwards (one Ray
+# cluster, one PostgreSQL; `ray stop --force` would end a parallel worker's Ray processes too).
 test: $(VENV)/.installed-dev
 	bash scripts/install-system-packages.sh
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --ignore=tests/cluster
+	$(BIN)/python -m pytest tests/cluster
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 test-fast: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -m "not slow" -n 2 --dist loadfile
+	$(BIN)/python -m pytest -m "not slow" -n 2 --dist loadgroup
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/bench_engine.py

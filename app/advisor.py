@@ -298,16 +298,10 @@ class Advisor:
         return extract_code_blocks(question)
 
     def _review(self, blocks: list[str], notes: list[str]) -> list[dict]:
-        from jaxmem.evaluators.review.api import ReviewError, review_source
+        from jaxmem.evaluators.review.api import review_blocks
 
-        findings = []
-        for i, block in enumerate(blocks, 1):
-            name = "<pasted>" if len(blocks) == 1 else f"<pasted block {i}>"
-            try:
-                findings.extend(f.to_dict() for f in review_source(block, name))
-            except ReviewError as exc:  # a reviewer bug must not cost the user the answer
-                notes.append(f"code review failed for {name}: {exc}")
-        return findings
+        # Findings link the web app's card page, as the answer's own card links do.
+        return [f.to_dict() for f in review_blocks(blocks, notes=notes, card_url=self.settings.card_url)]
 
     def _maybe_llm(self, ans: Answer, cards) -> Answer:
         if not self.settings.llm:

@@ -16,6 +16,11 @@ LANG_TAG = re.compile(r"[ \t]*(?:python3?|py|ipython|text|bash|sh)?[ \t]*\n", re
 MARKDOWN_FENCE = re.compile(r"^```[^\n]*\n.*?^```", re.M | re.S)
 
 
+def is_fence_line(line: str) -> bool:
+    """A line that opens or closes a fenced block (what a message splitter must not cut inside)."""
+    return line.strip().startswith("```")
+
+
 def chat_code_blocks(text: str) -> list[str]:
     """The code of every fenced block in a chat message, without its language tag, non-empty only."""
     out = []

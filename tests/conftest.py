@@ -12,6 +12,16 @@ import pytest
 
 from tests.helpers import free_port, wait_http  # noqa: F401 - free_port is imported from here by tests
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Test distribution over pytest-xdist workers (`make test` runs `-n 2 --dist loadgroup`): a
+    file's tests stay on one worker (its module fixtures, a server or a browser, start once), and
+    the cluster tests share one group (make test runs them apart, serially, after the rest)."""
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group("cluster" if path.startswith("tests/cluster/") else path))
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

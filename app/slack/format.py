@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 
+from jaxmem.core.fences import is_fence_line
+
 SECTION_LIMIT = 3_000  # characters in one section block's text
 MESSAGE_TEXT_LIMIT = 40_000  # characters Slack keeps of a message's `text`
 BLOCKS_PER_MESSAGE = 50
 
-_FENCE = re.compile(r"^```")
 _INLINE_CODE = re.compile(r"(`[^`\n]+`)")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
@@ -61,7 +62,7 @@ def to_mrkdwn(markdown: str) -> str:
     """Convert the Markdown subset the composer and the reviewer write."""
     lines, in_code = [], False
     for line in markdown.splitlines():
-        if _FENCE.match(line.strip()):
+        if is_fence_line(line):
             # Slack ignores a language tag after the fence and would print it: drop it.
             in_code = not in_code
             lines.append("```")

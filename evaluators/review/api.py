@@ -226,11 +226,22 @@ def _parses(src: str) -> bool:
     return True
 
 
-def review_question(question: str, **kwargs) -> list[Finding]:
-    """Findings for the code blocks pasted in a question (`block N` names each one)."""
-    blocks = extract_code_blocks(question)
+def review_blocks(blocks: Sequence[str], *, notes: list[str] | None = None, **kwargs) -> list[Finding]:
+    """Findings for code pasted in a chat message, one block at a time (`block N` names each one).
+    With `notes`, a block the reviewer fails on is a note there and the other blocks still count
+    (a reviewer bug must not cost the user the answer); without, the ReviewError is raised."""
     findings: list[Finding] = []
     for i, block in enumerate(blocks, 1):
         name = "<pasted>" if len(blocks) == 1 else f"<pasted block {i}>"
-        findings.extend(review_source(block, name, **kwargs))
+        try:
+            findings.extend(review_source(block, name, **kwargs))
+        except ReviewError as exc:
+            if notes is None:
+                raise
+            notes.append(f"code review failed for {name}: {exc}")
     return findings
+
+
+def review_question(question: str, **kwargs) -> list[Finding]:
+    """Findings for the code blocks pasted in a question: the one path every chat front end uses."""
+    return review_blocks(extract_code_blocks(question), **kwargs)

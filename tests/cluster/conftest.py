@@ -37,7 +37,9 @@ def _ray(*args: str, env: dict) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory):
-    temp = tmp_path_factory.mktemp("ray")
+    # Short: Ray's socket paths live under it, and an AF_UNIX path may not exceed 107 bytes (a
+    # pytest-xdist worker's temporary folder is long enough to pass that).
+    temp = Path(tempfile.mkdtemp(prefix="jm-ray-", dir="/tmp"))
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
     port = free_port()
     t = time.monotonic()
@@ -64,6 +66,7 @@ def ray_cluster(tmp_path_factory):
 
     ray_.shutdown()
     _ray("stop", "--force", env=env)
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 @dataclass
