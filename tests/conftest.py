@@ -20,7 +20,17 @@ def pytest_collection_modifyitems(items):
     the cluster tests share one group (make test runs them apart, serially, after the rest)."""
     for item in items:
         path = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group("cluster" if path.startswith("tests/cluster/") else path))
+        if path.startswith("tests/cluster/"):
+            group = "cluster"
+        elif path in PER_TEST:  # minutes per test, session-scoped fixtures: spread the tests themselves
+            group = item.nodeid
+        else:
+            group = path
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+# Files whose tests each take minutes (whole evaluation sets) and share only session fixtures.
+PER_TEST = {"tests/app/test_full_corpus.py"}
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

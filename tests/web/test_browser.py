@@ -185,6 +185,8 @@ def test_every_card_link_in_the_answers_is_a_page_the_app_serves(page, browser, 
             pg.goto(urljoin(server + "/", href))
             topic = href.split("topic=")[1].split("&")[0]
             pg.get_by_text(f"{topic} · applies to").wait_for(timeout=60_000)  # the card page's caption
-            assert "Page not found" not in pg.inner_text("body") and "Sources" in pg.inner_text("body"), href
+            # The page draws top to bottom: its last part, the sources, says it is all there.
+            pg.wait_for_function("document.body.innerText.includes('Sources')", timeout=60_000)
+            assert "Page not found" not in pg.inner_text("body"), href
         finally:
             pg.close()
