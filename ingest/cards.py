@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jaxmem.core.fences import MARKDOWN_FENCE
 from jaxmem.core.layout import CorpusLayout
@@ -42,12 +42,54 @@ class FrontMatter(BaseModel):
     summary: str = Field(min_length=10, max_length=600)
     # How users ask for this card: symptoms, goals, pasted error text. Indexed one per chunk, because
     # a question is closer to another question than to the card's prose (see retrieval eval).
+    # In the file a question is a string, or a mapping {q: "...", source: "https://..."} naming the
+    # public thread it was condensed from; loading splits the two, so `questions` stays plain text.
     questions: list[str] = Field(default_factory=list)
+    # The thread of each question (None: written for the card), in the order of `questions`; derived
+    # from the question mappings, never written in the file. The overlap check compares these with
+    # the evaluation sets' thread URLs (tests/ingest/test_question_sources.py).
+    question_sources: list[str | None] = Field(default_factory=list)
     applies_to: list[Literal["cpu", "gpu", "tpu"]] = Field(min_length=1)
     jax_versions: list[VersionNote] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
     related: list[str] = Field(default_factory=list)
     snippets: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_question_sources(cls, data):
+        if not isinstance(data, dict):
+            return data
+        if "question_sources" in data:
+            raise ValueError("question_sources is derived: write a question as {q: \"...\", source: \"https://...\"}")
+        raw = data.get("questions")
+        if not isinstance(raw, list):
+            return data
+        questions, sources = [], []
+        for item in raw:
+            if isinstance(item, dict) and "q" in item and not set(item) - {"q", "source"}:
+                questions.append(item["q"])
+                sources.append(item.get("source"))
+            else:  # a string, or a malformed mapping that _question_items reports under `questions`
+                questions.append(item)
+                sources.append(None)
+        return {**data, "questions": questions, "question_sources": sources}
+
+    @field_validator("questions", mode="before")
+    @classmethod
+    def _question_items(cls, v):
+        for item in v if isinstance(v, list) else []:
+            if isinstance(item, dict):
+                raise ValueError(f"a question is a string or a mapping {{q, source}} (nothing else): {item!r}")
+        return v
+
+    @field_validator("question_sources")
+    @classmethod
+    def _thread_urls(cls, v: list[str | None]) -> list[str | None]:
+        for url in v:
+            if url is not None and not re.match(r"^https://\S+$", url):
+                raise ValueError(f"a question's source is the https URL of its thread: {url!r}")
+        return v
 
     @field_validator("questions")
     @classmethod
@@ -204,11 +246,19 @@ def check_corpus(root: Path) -> list[CorpusError]:
                 problems.append(CorpusError(card.path, "sources", "sources differ from the English version"))
             if card.meta.snippets != english.meta.snippets:
                 problems.append(CorpusError(card.path, "snippets", "snippets differ from the English version"))
+            # Each language carries the English card's thread questions, translated: the same threads.
+            if thread_sources(card) != thread_sources(english):
+                problems.append(CorpusError(card.path, "questions", "question sources differ from the English version"))
 
     problems.extend(check_snippets(root / "snippets", layout))
     problems.extend(check_seeds(root / "seeds", layout))
     problems.extend(check_scope(root / "scope" / "out_of_scope.yaml", layout))
     return problems
+
+
+def thread_sources(card: Card) -> list[str]:
+    """The threads a card's questions were condensed from, sorted (questions written for the card have none)."""
+    return sorted(s for s in card.meta.question_sources if s)
 
 
 def check_scope(path: Path, layout: CorpusLayout) -> list[CorpusError]:
