@@ -6,10 +6,12 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 
-from jaxmem.evaluators.review import context, intent
+from jaxmem.evaluators.review import semantic
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from jaxmem.evaluators.review.finding import Finding, Note
-from jaxmem.evaluators.review.rule import COMPREHENSIONS, LOOP_TYPES, Ctx, Rule
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
 
 PARSE_ERROR_CODE = "JM001"
 _PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -76,7 +78,7 @@ class _Walker:
                         rule.check(node, ctx)
         if t in _SPECIAL:
             self.special(node, t)
-        elif t is ast.With and intent.raises_block(node, ctx.analysis):
+        elif t is ast.With and loops.raises_block(node, ctx.analysis):
             for item in node.items:  # the body is expected to raise: nothing in it is a cost
                 self.walk(item.context_expr)
         elif t is ast.Attribute and t not in self.loop_dispatch:
@@ -194,7 +196,7 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
     rules = [r for r in rules if not r.requires or any(s in source for s in r.requires)]
     if not rules:
         return []
-    analysis = context.build(tree, lines)
+    analysis = semantic.build(tree, lines)
     mark_per_step(analysis)
     ctx = Ctx(analysis=analysis, path=path, card_url=card_url, scope=analysis.module_scope)
     walker = _Walker(rules, ctx)
@@ -209,7 +211,7 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
     return sorted(unique.values(), key=Finding.sort_key)
 
 
-def mark_per_step(analysis: context.Analysis) -> None:
+def mark_per_step(analysis: semantic.Analysis) -> None:
     """One level of call graph: a module function called on every iteration of a host loop
     (not under `if step % N`, not a short or per-epoch loop) runs its body every step."""
     for call, loop, scope, guarded in analysis.loop_calls:
@@ -221,7 +223,7 @@ def mark_per_step(analysis: context.Analysis) -> None:
         callee = analysis.scopes.get(fn)
         if callee is None or callee is scope or callee.traced or callee.per_step is not None:
             continue
-        if intent.small_loop(loop, analysis, scope) or intent.epoch_loop(loop):
+        if loops.small_loop(loop, analysis, scope) or loops.epoch_loop(loop):
             continue
         callee.per_step = call
 

@@ -5,11 +5,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from jaxmem.evaluators.review.context import Analysis, JitInfo, Scope
 from jaxmem.evaluators.review.finding import Finding
-
-LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
-COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+from jaxmem.evaluators.review.semantic import Analysis, JitInfo, Scope
 
 
 class Rule:

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review import intent
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._training import named_trained, training_call
-from jaxmem.evaluators.review.rules._util import loop_targets, not_per_step
+from jaxmem.evaluators.review.semantic import sizes
+from jaxmem.evaluators.review.semantic.loops import loop_targets, not_per_step
 
 # Conventional names of per-step scalars: holding a few hundred of them costs nothing.
 SCALAR_HINTS = ("loss", "acc", "metric", "norm", "err", "score", "reward", "perplex", "lr", "value")
@@ -77,11 +77,11 @@ class ArraysAccumulatedAcrossSteps(Rule):
         """The carried value starts as a scalar or a visibly small array (`jax.random.normal(key)`)."""
         loop = ctx.loops[-1]
         start = ast.Name(name, ast.Load(), lineno=loop.lineno, col_offset=loop.col_offset - 1)
-        n = intent.element_count(start, ctx.analysis, ctx.scope)
+        n = sizes.element_count(start, ctx.analysis, ctx.scope)
         if n is None:  # not bound before the loop: what the loop binds it to (`_, loss = step(s)`)
             here = ctx.stack[-1]
             now = ast.Name(name, ast.Load(), lineno=here.lineno, col_offset=here.col_offset)
-            n = intent.element_count(now, ctx.analysis, ctx.scope)
+            n = sizes.element_count(now, ctx.analysis, ctx.scope)
         return n is not None and n <= SMALL_ELEMENTS
 
     def _trained_update(self, name: str, ctx: Ctx) -> bool:

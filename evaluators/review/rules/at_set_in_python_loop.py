@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import not_per_step
+from jaxmem.evaluators.review.semantic.loops import not_per_step
 
 AT_METHODS = frozenset({"set", "add", "multiply", "mul", "divide", "power", "min", "max", "apply"})
 UPDATE_FUNCS = frozenset({"jax.lax.dynamic_update_slice", "jax.lax.dynamic_update_index_in_dim",

@@ -27,7 +27,8 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import describe, not_per_step, periodic
+from jaxmem.evaluators.review.rules._util import describe
+from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 
 
 class BranchOnArrayInLoop(Rule):

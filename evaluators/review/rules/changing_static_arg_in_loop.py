@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review import intent
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import enclosing_loop_of
+from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.loops import enclosing_loop_of
 
 
 class ChangingStaticArgInLoop(Rule):
@@ -68,7 +68,7 @@ class ChangingStaticArgInLoop(Rule):
         for arg, param in candidates:
             loop = enclosing_loop_of(ctx, arg.id) if isinstance(arg, ast.Name) else None
             if loop is not None:
-                if ctx.loops.index(loop) > 0 and intent.small_loop(loop, ctx.analysis, ctx.scope):
+                if ctx.loops.index(loop) > 0 and loops.small_loop(loop, ctx.analysis, ctx.scope):
                     continue  # a few values, repeated by the outer loop: compiled once each, then cached
                 if param is not None and _sets_shape(info, param, ctx):
                     return  # `jnp.zeros(n_blocks)` with n_blocks from it: one compile per value is inherent

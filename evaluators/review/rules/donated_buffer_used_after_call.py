@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.context import HOST_ATTRS
-from jaxmem.evaluators.review.rule import LOOP_TYPES, Ctx, Rule
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic.names import HOST_ATTRS, LOOP_TYPES
 
 
 def _names(node: ast.AST, want: type) -> set[str]:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review import intent
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic import sizes
 
 F64 = frozenset({"jax.numpy.float64", "numpy.float64", "jax.numpy.double", "numpy.double",
                  "jax.numpy.complex128", "numpy.complex128"})
@@ -69,7 +69,7 @@ class Float64Dtype(Rule):
             self._report(node, func.value, f".astype({ast.unparse(node.args[0])})", ctx)
 
     def _report(self, where: ast.AST, sized: ast.AST, expr: str, ctx: Ctx) -> None:
-        n = intent.element_count(sized, ctx.analysis, ctx.scope)
+        n = sizes.element_count(sized, ctx.analysis, ctx.scope)
         if n is None or n < LARGE_ELEMENTS:
             return  # size unknown or small: nothing the extra four bytes per element could cost
         ctx.report(self, where, expr=expr, n=f"{n:,}", mib64=_mib(8 * n), mib32=_mib(4 * n))

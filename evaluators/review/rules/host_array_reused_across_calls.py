@@ -24,12 +24,8 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import (
-    TRANSFER_WORDS,
-    enclosing_loop_of,
-    jitted_call_args_in_host_loop,
-    not_per_step,
-)
+from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, jitted_call_args_in_host_loop
+from jaxmem.evaluators.review.semantic.loops import enclosing_loop_of, not_per_step
 
 
 class HostArrayReusedAcrossCalls(Rule):

@@ -23,15 +23,10 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.context import end_pos, pos
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import (
-    TRANSFER_WORDS,
-    describe,
-    enclosing_loop_of,
-    jitted_call_args_in_host_loop,
-    not_per_step,
-)
+from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, describe, jitted_call_args_in_host_loop
+from jaxmem.evaluators.review.semantic.loops import enclosing_loop_of, not_per_step
+from jaxmem.evaluators.review.semantic.names import end_pos, pos
 
 
 class HostArrayToJitInLoop(Rule):

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review import intent
-from jaxmem.evaluators.review.context import dotted
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
+from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.names import dotted
 
 DATA_HINTS = ("loader", "dataset", "data", "iter", "stream", "batches", "ds")
 PUT_NAMES = frozenset({"jax.device_put", "jax.make_array_from_process_local_data", "jax.make_array_from_callback"})
@@ -47,8 +47,8 @@ class HostBatchWithoutPrefetch(Rule):
     def check(self, node: ast.For, ctx: Ctx) -> None:
         if ctx.scope.traced or ctx.kind(node.iter) is not None or _device_source(node.iter, ctx, 0):
             return
-        if intent.small_loop(node, ctx.analysis, ctx.scope) or any(
-                isinstance(n, ast.With) and intent.cpu_device_block(n) for n in ctx.stack):
+        if loops.small_loop(node, ctx.analysis, ctx.scope) or any(
+                isinstance(n, ast.With) and loops.cpu_device_block(n) for n in ctx.stack):
             return  # a few batches, or host-side batching under a CPU device on purpose
         it = node.iter
         lowered = (dotted(it.func if isinstance(it, ast.Call) else it) or "").lower()

@@ -32,7 +32,9 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import builtin_name, describe, not_per_step, periodic
+from jaxmem.evaluators.review.rules._util import describe
+from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 CONVERTERS = frozenset({"float", "int", "bool", "complex"})
 # A benchmark named for one of these measures the host read itself.

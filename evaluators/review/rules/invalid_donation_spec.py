@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.context import JitInfo
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic import JitInfo
 
 # Makers whose ValueError was checked on jax 0.10.2 (`jax.pmap` accepts the same spec silently).
 CHECKED = frozenset({"jax.jit", "jax.experimental.pjit.pjit", "jax.pjit"})

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review import intent
-from jaxmem.evaluators.review.context import TRACING_NAMES, end_pos, pos
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import loop_bound
+from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.loops import loop_bound
+from jaxmem.evaluators.review.semantic.names import TRACING_NAMES, end_pos, pos
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
 
@@ -57,7 +57,7 @@ class JitCreatedInLoop(Rule):
     only_in_host_loops = True
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
-        if not ctx.host_loop or intent.benchmark_function(ctx.scope, ctx.analysis):
+        if not ctx.host_loop or loops.benchmark_function(ctx.scope, ctx.analysis):
             return  # a benchmark loop that makes a new function each time measures exactly that
         if isinstance(node, ast.Call):
             made = ctx.analysis.jit_from_call(node, ctx.scope)

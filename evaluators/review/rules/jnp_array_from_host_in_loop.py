@@ -24,15 +24,11 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review import intent
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import (
-    TRANSFER_WORDS,
-    describe,
-    loop_targets,
-    not_per_step,
-    under_periodic_guard,
-)
+from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, describe
+from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.branches import under_periodic_guard
+from jaxmem.evaluators.review.semantic.loops import loop_targets, not_per_step
 
 CONVERTERS = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
 PUT = "jax.device_put"
@@ -85,7 +81,7 @@ def _feeds_batches(ctx: Ctx) -> bool:
             isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(fn))
     if memo[id(fn)]:
         return True
-    return any(isinstance(n, ast.With) and intent.cpu_device_block(n) for n in ctx.stack)
+    return any(isinstance(n, ast.With) and loops.cpu_device_block(n) for n in ctx.stack)
 
 
 def _own_nodes(fn: ast.AST):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import is_sync
+from jaxmem.evaluators.review.semantic.syncs import is_sync
 
 PROFILES = frozenset({"jax.profiler.save_device_memory_profile", "jax.profiler.device_memory_profile"})
 

@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review import intent
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._training import named_trained, training_call
-from jaxmem.evaluators.review.rules._util import under_periodic_guard
+from jaxmem.evaluators.review.semantic import loops, sizes
+from jaxmem.evaluators.review.semantic.branches import under_periodic_guard
 
 
 def target_names(targets: list[ast.AST]) -> set[str]:
@@ -74,7 +74,7 @@ class MissingDonation(Rule):
             return
         call = node.value
         info = ctx.jit_info(call.func)
-        if info is None or not info.donation_known or intent.benchmark_function(ctx.scope, ctx.analysis):
+        if info is None or not info.donation_known or loops.benchmark_function(ctx.scope, ctx.analysis):
             return
         if under_periodic_guard(ctx):
             return  # `if step % 1000 == 0: avg = refresh(avg)`: the extra copy lives every N-th step
@@ -95,7 +95,7 @@ class MissingDonation(Rule):
         if not found:
             return
         loop = ctx.loops[-1]
-        short = intent.small_loop(loop, ctx.analysis, ctx.scope)
+        short = loops.small_loop(loop, ctx.analysis, ctx.scope)
         trains = training_call(call, ctx)
         keep = [(p, arg) for p, arg in found
                 if self._worth_donating(arg, loop, short, ctx, trains or named_trained(arg.id))]
@@ -129,7 +129,7 @@ class MissingDonation(Rule):
                 return False  # a GraphDef: static structure, no buffers
             if a.binding_kind(before, ctx.scope) == "scalar":
                 return False
-        size = intent.element_count(ast.Name(arg.id, ast.Load(), lineno=loop.lineno, col_offset=loop.col_offset - 1),
+        size = sizes.element_count(ast.Name(arg.id, ast.Load(), lineno=loop.lineno, col_offset=loop.col_offset - 1),
                                     a, ctx.scope)
         if size is not None and size <= SMALL_ELEMENTS:
             return False

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 
 # NumPy functions that read only shape and dtype: no copy, no wait.
 METADATA = frozenset({"numpy.ndim", "numpy.shape", "numpy.size", "numpy.result_type", "numpy.dtype",

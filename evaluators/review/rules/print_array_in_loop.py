@@ -30,7 +30,9 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import builtin_name, describe, not_per_step, periodic
+from jaxmem.evaluators.review.rules._util import describe
+from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 FORMATTERS = frozenset({"print", "str", "repr", "format"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "error", "critical", "exception", "log", "write"})

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.context import dotted, pos
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import TIMERS, is_sync, waits
+from jaxmem.evaluators.review.rules._util import TIMERS
+from jaxmem.evaluators.review.semantic.names import dotted, pos
+from jaxmem.evaluators.review.semantic.syncs import is_sync, waits
 
 
 def _names_compilation(stmt: ast.stmt) -> bool:

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.context import pos
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic.names import pos
 
 DIFF = frozenset({"jax.grad", "jax.value_and_grad", "jax.vjp", "jax.jacrev", "flax.nnx.grad",
                   "flax.nnx.value_and_grad", "equinox.filter_grad", "equinox.filter_value_and_grad"})

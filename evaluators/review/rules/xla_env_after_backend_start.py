@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.context import JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import ENV_CALLS, describe, env_writes, in_module_code
+from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
 
 # Calls that start a backend (device queries and anything that makes an array).
 STARTS_BACKEND = frozenset({

@@ -1,21 +1,13 @@
-"""What code is for, read from its shape: the places where a per-step cost is not one.
-
-A demo loop of five iterations, a loop over epochs, a benchmark that times exactly the
-operation a rule would flag, code under `pytest.raises`: the pattern is there, the cost is not.
-Rules ask these predicates before they report; each one is a plain reading of the source, never
-a path or project name.
-"""
+"""Sizes the source fixes: trip counts of loops, element counts of arrays, int constants."""
 from __future__ import annotations
 
 import ast
-import re
 
-from jaxmem.evaluators.review.context import Analysis, Scope, pos
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import pos
+from jaxmem.evaluators.review.semantic.scopes import Scope
 
 SMALL_LOOP = 16  # iterations; a loop this short runs a per-step cost a handful of times
-_BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")
-RAISES = frozenset({"pytest.raises"})
-RAISES_METHODS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
 
 
 def int_value(expr: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) -> int | None:
@@ -100,83 +92,13 @@ def trip_count(it: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) ->
     return None
 
 
-def small_loop(loop: ast.AST, analysis: Analysis, scope: Scope) -> bool:
-    """A loop whose source fixes at most SMALL_LOOP iterations (a demo, a few warm-up runs)."""
-    if isinstance(loop, (ast.For, ast.AsyncFor)):
-        it = loop.iter
-    elif isinstance(loop, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-        it = loop.generators[0].iter
-    else:
-        return False
-    n = trip_count(it, analysis, scope)
-    return n is not None and n <= SMALL_LOOP
-
-
-def epoch_loop(loop: ast.AST) -> bool:
-    """`for epoch in ...` or `for _ in range(num_epochs)`: each iteration is a whole pass over
-    the data, not a step."""
-    target = getattr(loop, "target", None)
-    if target is None:
-        return False
-    if any(isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)):
-        return True
-    it = getattr(loop, "iter", None)
-    # Only a count of epochs (`range(num_epochs)`), never a count within one (`steps_per_epoch`)
-    # and never an iterator (`for batch in epoch_batches(...)` walks the steps of one epoch).
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
-        return False
-    names = [n.id if isinstance(n, ast.Name) else n.attr for a in it.args for n in ast.walk(a)
-             if isinstance(n, (ast.Name, ast.Attribute))]
-    return any(_EPOCH_COUNT.search(x.lower()) and not _WITHIN_EPOCH.search(x.lower()) for x in names)
-
-
-_EPOCH_COUNT = re.compile(r"epoch")
-_WITHIN_EPOCH = re.compile(r"per_epoch|step|batch|iter|sample|example")
-
-
-def benchmark_function(scope: Scope, analysis: Analysis) -> str | None:
-    """The name of the enclosing benchmark (registered with a benchmark harness or named as one)."""
-    s: Scope | None = scope
-    while s is not None and s is not analysis.module_scope:
-        node = s.node
-        name = getattr(node, "name", None)
-        if name is not None:
-            for dec in getattr(node, "decorator_list", ()):
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                text = (analysis.qualname(target) or ast.unparse(target)).lower()
-                if "benchmark" in text:
-                    return name
-            if _BENCH_NAME.search(name.lower()):
-                return name
-        s = s.parent
-    return None
-
-
-def raises_block(node: ast.With, analysis: Analysis) -> bool:
-    """`with pytest.raises(...)` / `with self.assertRaises(...)`: the body is expected to fail."""
-    for item in node.items:
-        expr = item.context_expr
-        if not isinstance(expr, ast.Call):
-            continue
-        if analysis.qualname(expr.func) in RAISES:
-            return True
-        if isinstance(expr.func, ast.Attribute) and expr.func.attr in RAISES_METHODS:
-            return True
-    return False
-
-
-def cpu_device_block(node: ast.With) -> bool:
-    """`with jax.default_device(cpu)` / `with use_cpu_device():` - host-side work on purpose."""
-    for item in node.items:
-        text = ast.unparse(item.context_expr).lower()
-        if "cpu" in text and ("device" in text or "default" in text):
-            return True
-    return False
-
-
 _REDUCTIONS = frozenset({"sum", "mean", "max", "min", "any", "all", "prod", "std", "var", "argmax", "argmin",
                          "amax", "amin", "median", "nanmean", "nansum", "count_nonzero"})
+
+
 _SHAPED = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like"})
+
+
 _ELEMENTWISE_HINT = ("log", "exp", "sqrt", "abs", "sin", "cos", "tanh", "float32", "float64", "int32", "asarray", "array")
 
 

@@ -1,0 +1,99 @@
+"""The reviewer's semantic model of a module: the one thing every rule reads.
+
+Like ruff's `ruff_python_semantic`, the model is built once per file and queried by rules; no
+rule keeps its own list of exceptions. It knows, per module:
+
+- names: import aliases resolved once; every binding per scope with its position, so a name
+  resolves as Python resolves it (model.py, scopes.py);
+- jitted callables however they were made, and what each one donates and treats as static,
+  with the donation semantics of jit, pmap, pjit and the framework wrappers (jit.py,
+  callables.py);
+- traced code: bodies given to jit, grad, vmap, lax control flow, custom rules, kernels, Module
+  methods (traced.py);
+- value kinds by data flow: device array, NumPy array, Python scalar, host list, unknown, through
+  assignments, tuple unpacking, subscripts and attributes of results, returns and calls, with a
+  strict reading that says when a kind is proven rather than guessed (kinds.py);
+- loops by role (training, evaluation, decoding, setup, epochs) and branches that run once per
+  N steps (loops.py); host reads and explicit waits (syncs.py); sizes the source fixes (sizes.py).
+
+`build(tree, lines)` returns the `Analysis`; `project.py` carries facts across the files of one
+reviewed tree.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.builder import _Builder
+from jaxmem.evaluators.review.semantic.jit import JitInfo
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
+from jaxmem.evaluators.review.semantic.traced import functions_in, mark_traced
+
+__all__ = ["Analysis", "Binding", "ClassInfo", "JitInfo", "Scope", "build"]
+
+
+def _resolve_pending(a: Analysis, builder: _Builder) -> None:
+    for info, wrapped, scope in builder.pending_params:
+        info.params = a.params_of(wrapped, scope)
+        for fn in functions_in(a, wrapped, scope) if wrapped is not None else ():
+            s = a.scopes.get(fn)
+            if s is not None and s.jit is None:
+                s.jit = info
+    for b, fn in builder.pending_returns:
+        scope = a.scopes.get(fn)
+        if scope is None:
+            continue
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Return) and isinstance(n.value, ast.Call):
+                made = a.jit_from_call(n.value, scope)
+                if made is not None:
+                    info, wrapped = made
+                    info.params = a.params_of(wrapped, scope)
+                    info.wrapped = wrapped
+                    b.info = info
+                    break
+        if b.info is None:
+            inner = a.returned_def(fn)  # `return _eval_fn`, a `@jax.jit` def in the factory
+            if inner is not None and inner in a.jitted_defs:
+                b.info = a.jitted_defs[inner]
+
+
+
+def build(tree: ast.Module, lines: list[str]) -> Analysis:
+    a = Analysis(tree, lines)
+    # Imports first: decorators and assignments below may refer to names imported later in
+    # the walk order (imports inside functions, or after use in a notebook cell).
+    for node in _top_level(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                a.aliases.setdefault(alias.asname or alias.name.split(".")[0],
+                                     alias.name if alias.asname else alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                a.aliases.setdefault(alias.asname or alias.name, f"{node.module}.{alias.name}")
+    for node in tree.body:
+        # Module-level aliases: `jit = jax.jit`, `np_ = numpy`: resolve through them too.
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            q = a.qualname(node.value)
+            if q is not None and isinstance(node.value, (ast.Attribute, ast.Name)):
+                a.aliases[node.targets[0].id] = q
+    builder = _Builder(a)
+    builder.pending_params, builder.pending_returns, builder.pending_attrs = [], [], []
+    builder.visit_list(tree.body)
+    _resolve_pending(a, builder)
+    for b in builder.pending_attrs:
+        if b.info is not None:
+            a.attr_jits.setdefault(b.name, []).append(b.info)
+    mark_traced(a)
+    return a
+
+
+def _top_level(tree: ast.Module):
+    """Module statements, including those inside top-level `if`/`try` (guarded imports)."""
+    stack = list(reversed(tree.body))
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (ast.If, ast.Try)):
+            for block in (n.body, n.orelse, getattr(n, "finalbody", []), *[h.body for h in getattr(n, "handlers", [])]):
+                stack.extend(reversed(block))

@@ -1,0 +1,204 @@
+"""Jitted callables however they were made: the call sites' view of jit, pmap and friends."""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.jit import JitInfo
+from jaxmem.evaluators.review.semantic.names import JIT_NAMES, PROPERTY_DECORATORS, dotted, keyword, pos
+from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
+
+
+class CallablesMixin:
+    # ---- jitted callables -----------------------------------------------------------------
+    def jit_from_call(self, call: ast.Call, scope: Scope | None = None) -> tuple[JitInfo, ast.AST | None] | None:
+        """A call that makes a jitted function: returns its info and the wrapped expression."""
+        func = call.func
+        scope = scope or self.module_scope
+        q = self.qualname(func)
+        if q in JIT_NAMES:
+            if not call.args and not any(k.arg in ("fun", "f", "fn") for k in call.keywords):
+                return None  # `jax.jit(static_argnums=...)` alone is a decorator maker
+            info = JitInfo.from_keywords(call, call.keywords, q)
+            return info, self._wrapped(call)
+        factory = self.jit_factory_of(func, scope)
+        if factory is not None:
+            info = JitInfo.from_keywords(call, call.keywords, factory.maker).merged(factory)
+            return info, self._wrapped(call)
+        return None
+
+    @staticmethod
+    def _wrapped(call: ast.Call) -> ast.AST | None:
+        if call.args:
+            return call.args[0]
+        return keyword(call, "fun") or keyword(call, "f") or keyword(call, "fn")
+
+    def jit_factory(self, call: ast.Call, scope: Scope | None = None) -> JitInfo | None:
+        """`functools.partial(jax.jit, **kw)` or `jax.jit(**kw)` with no function: a decorator maker."""
+        q = self.qualname(call.func)
+        if q == "functools.partial" and call.args:
+            inner = self.qualname(call.args[0])
+            if inner in JIT_NAMES:
+                return JitInfo.from_keywords(call, call.keywords, inner)
+            return None
+        if q in JIT_NAMES and not call.args and not any(k.arg in ("fun", "f", "fn") for k in call.keywords):
+            return JitInfo.from_keywords(call, call.keywords, q)
+        return None
+
+    def jit_factory_of(self, func: ast.AST, scope: Scope) -> JitInfo | None:
+        """`my_jit` bound to `partial(jax.jit, ...)`, or `partial(jax.jit, ...)` written inline."""
+        if isinstance(func, ast.Call):
+            return self.jit_factory(func, scope)
+        if isinstance(func, ast.Name):
+            b = self.resolve(func.id, scope, pos(func))
+            if b is not None and b.factory is not None:
+                return b.factory
+        return None
+
+    def params_of(self, wrapped: ast.AST | None, scope: Scope | None = None) -> tuple[str, ...] | None:
+        scope = scope or self.module_scope
+        if isinstance(wrapped, ast.Lambda):
+            return tuple(a.arg for a in [*wrapped.args.posonlyargs, *wrapped.args.args])
+        if isinstance(wrapped, ast.Call) and self.qualname(wrapped.func) == "functools.partial" and wrapped.args:
+            inner = self.params_of(wrapped.args[0], scope)
+            if inner is None:
+                return None
+            rest = inner[len(wrapped.args) - 1:]
+            bound = {k.arg for k in wrapped.keywords}
+            out = []
+            for p in rest:
+                if p in bound:
+                    break  # a keyword-bound parameter makes the rest keyword-only
+                out.append(p)
+            return tuple(out)
+        fn = self.resolve_def(wrapped, scope) if wrapped is not None else None
+        if fn is None:
+            return None
+        params = tuple(a.arg for a in [*fn.args.posonlyargs, *fn.args.args])
+        if isinstance(wrapped, ast.Attribute) and params and params[0] in ("self", "cls"):
+            return params[1:]
+        return params
+
+    def jit_info(self, func: ast.AST, scope: Scope | None = None) -> JitInfo | None:
+        """The jitted callable a call site invokes, if known (cached per node: rules ask often)."""
+        key = id(func)
+        if key in self._jcache:
+            return self._jcache[key]
+        self._jcache[key] = None  # recursion guard (`f = f` chains)
+        info = self._jcache[key] = self._jit_info(func, scope or self.module_scope)
+        return info
+
+    def _jit_info(self, func: ast.AST, scope: Scope) -> JitInfo | None:
+        if isinstance(func, ast.Name):
+            b = self.resolve(func.id, scope, pos(func))
+            if b is None:
+                return None
+            if b.info is not None:
+                return b.info
+            if b.how == "assign" and b.index is None and isinstance(b.value, ast.Name) and b.value is not func:
+                return self.jit_info(b.value, scope)  # `step = train_step`
+            if b.how == "param":
+                return self._param_jit(b)
+            return None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if self.aliases.get(func.value.id):
+                return None  # a module attribute (`jax.numpy.sum`)
+            cls = self.class_of_receiver(func.value, scope)
+            if cls is not None:
+                return self._class_jit(cls, func.attr)
+            recv = self.resolve(func.value.id, scope, pos(func.value))
+            if (recv is not None and recv.how == "assign" and recv.index is None and isinstance(recv.value, ast.Call)
+                    and self.qualname(recv.value.func) is not None):
+                return None  # `env = catch.Catch()`: an instance of a library class, not one of ours
+            candidates = self.attr_jits.get(func.attr, [])
+            other = self.functions.get(func.attr)
+            if len(candidates) == 1 and (other is None or other in self.jitted_defs):
+                c = candidates[0]
+                return JitInfo(c.node, c.params, c.donate_argnums, c.donate_argnames, c.static_argnums,
+                               c.static_argnames, c.maker, c.donate_from, False, c.wrapped)
+            return None
+        if isinstance(func, ast.Call):
+            made = self.jit_from_call(func, scope)
+            if made is not None:
+                info, wrapped = made
+                info.params = self.params_of(wrapped, scope)
+                info.wrapped = wrapped
+                return info
+        return None
+
+    def _param_jit(self, b: Binding) -> JitInfo | None:
+        """A parameter that every call of its function in this module fills with the same kind
+        of jitted callable (`train_epoch(train_step_fn, ...)` with `train_step_fn = jax.jit(...)`)."""
+        fn = b.node
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+        sites = [(c, s) for c, s in self.calls_by_name.get(fn.name, ()) if self.resolve_def(c.func, s) is fn]
+        if not sites:
+            return None
+        found = None
+        for call, s in sites:
+            arg = keyword(call, b.name)
+            if arg is None and b.name in params and params.index(b.name) < len(call.args):
+                arg = call.args[params.index(b.name)]
+            if arg is None or isinstance(arg, ast.Starred):
+                return None
+            info = self.jit_info(arg, s) if isinstance(arg, (ast.Name, ast.Attribute)) else None
+            if info is None:
+                return None
+            found = found or info
+        return JitInfo(found.node, found.params, found.donate_argnums, found.donate_argnames, found.static_argnums,
+                       found.static_argnames, found.maker, found.donate_from, False, found.wrapped)
+
+    def _class_jit(self, cls: ClassInfo, name: str, depth: int = 0) -> JitInfo | None:
+        if name in cls.attrs:
+            for b in reversed(cls.attrs[name]):
+                if b.info is not None:
+                    return b.info
+            return None
+        m = cls.methods.get(name)
+        if m is not None:
+            info = self.jitted_defs.get(m)
+            if info is not None:
+                return info.bound() if info.params and info.params[0] in ("self", "cls") else info
+            return self._property_jit(m)
+        if depth < 3:
+            for base in cls.bases:
+                other = self.local_class(base)
+                if other is not None and other is not cls:
+                    found = self._class_jit(other, name, depth + 1)
+                    if found is not None:
+                        return found
+        return None
+
+    def _property_jit(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> JitInfo | None:
+        """`@property def step(self): return jax.jit(...)`: the attribute is a jitted callable."""
+        if not any((dotted(d) or "") in PROPERTY_DECORATORS or self.qualname(d) in PROPERTY_DECORATORS
+                   for d in fn.decorator_list):
+            return None
+        scope = self.scopes.get(fn)
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Return) and isinstance(n.value, ast.Call) and scope is not None:
+                made = self.jit_from_call(n.value, scope)
+                if made is not None:
+                    info, wrapped = made
+                    info.params = self.params_of(wrapped, scope)
+                    return info
+        return None
+
+    def return_kind(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+        """Kind of what a plain (unjitted) module function returns: `jax` if any return is."""
+        if fn in self._returns:
+            return self._returns[fn]
+        self._returns[fn] = None  # recursion guard
+        scope = self.scopes.get(fn)
+        kinds = set()
+        stack = list(fn.body)
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Return) and n.value is not None and scope is not None:
+                kinds.add(self.kind(n.value, scope))
+            elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, (ast.stmt, ast.excepthandler)))
+        k = "jax" if "jax" in kinds else ("np" if kinds == {"np"} else None)
+        self._returns[fn] = k
+        return k

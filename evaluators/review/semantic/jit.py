@@ -1,0 +1,95 @@
+"""Jitted callables: how one was made, and what JAX donates and treats as static for it."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from jaxmem.evaluators.review.semantic.names import literal_ints, literal_strs
+
+
+@dataclass
+class JitInfo:
+    """How a jitted callable was made; `None` sets mean "not a literal, unknown"."""
+
+    node: ast.AST
+    params: tuple[str, ...] | None = None
+    donate_argnums: frozenset[int] | None = frozenset()
+    donate_argnames: frozenset[str] | None = frozenset()
+    static_argnums: frozenset[int] | None = frozenset()
+    static_argnames: frozenset[str] | None = frozenset()
+    maker: str = "jax.jit"
+    donate_from: int | None = None  # equinox `donate="all"` (0) / `"all-except-first"` (1)
+    exact: bool = True  # False: matched by attribute name only (another object may have it)
+    wrapped: ast.AST | None = None  # the expression that was jitted, when visible
+
+    @classmethod
+    def from_keywords(cls, node: ast.AST, keywords: list[ast.keyword], maker: str = "jax.jit") -> JitInfo:
+        info = cls(node=node, maker=maker)
+        for kw in keywords:
+            if kw.arg in ("donate_argnums", "static_argnums"):
+                setattr(info, kw.arg, literal_ints(kw.value))
+            elif kw.arg in ("donate_argnames", "static_argnames"):
+                setattr(info, kw.arg, literal_strs(kw.value))
+            elif kw.arg == "donate" and maker.startswith("equinox."):
+                v = kw.value.value if isinstance(kw.value, ast.Constant) else None
+                if v in ("all", "warn"):
+                    info.donate_from = 0
+                elif v in ("all-except-first", "warn-except-first"):
+                    info.donate_from = 1
+                elif v != "none":
+                    info.donate_argnums = None
+            elif kw.arg in ("donate_args", "donate_kwargs"):  # haliax: a pytree of flags
+                info.donate_argnums = None
+            elif kw.arg is None:  # **kwargs: anything could be donated
+                info.donate_argnums = None
+        return info
+
+    def merged(self, base: JitInfo) -> JitInfo:
+        """This call's keywords over a factory's (`my_jit = partial(jax.jit, ...)`)."""
+        for attr in ("donate_argnums", "donate_argnames", "static_argnums", "static_argnames"):
+            if not getattr(self, attr):
+                setattr(self, attr, getattr(base, attr))
+        if self.donate_from is None:
+            self.donate_from = base.donate_from
+        self.maker = base.maker
+        return self
+
+    @property
+    def donation_known(self) -> bool:
+        return self.donate_argnums is not None and self.donate_argnames is not None
+
+    @property
+    def donates_anything(self) -> bool:
+        return bool(self.donate_argnums or self.donate_argnames) or self.donate_from is not None
+
+    def donates(self, position: int) -> bool:
+        return position in self.donated_positions() or (self.donate_from is not None and position >= self.donate_from)
+
+    def donated_positions(self) -> frozenset[int]:
+        """Positions donated, with names mapped through the signature as JAX itself does."""
+        out = set(self.donate_argnums or ())
+        if self.params and self.donate_argnames:
+            out.update(i for i, p in enumerate(self.params) if p in self.donate_argnames)
+        if self.donate_from is not None and self.params:
+            out.update(range(self.donate_from, len(self.params)))
+        return frozenset(out)
+
+    def static_positions(self) -> frozenset[int]:
+        out = set(self.static_argnums or ())
+        if self.params and self.static_argnames:
+            out.update(i for i, p in enumerate(self.params) if p in self.static_argnames)
+        return frozenset(out)
+
+    def static_names(self) -> frozenset[str]:
+        out = set(self.static_argnames or ())
+        if self.params:
+            out.update(self.params[i] for i in (self.static_argnums or ()) if 0 <= i < len(self.params))
+        return frozenset(out)
+
+    def bound(self) -> JitInfo:
+        """The same callable reached as a bound method: positions shift past `self`."""
+        def shift(nums):
+            return None if nums is None else frozenset(i - 1 for i in nums if i > 0)
+        return JitInfo(self.node, self.params[1:] if self.params else self.params, shift(self.donate_argnums),
+                       self.donate_argnames, shift(self.static_argnums), self.static_argnames, self.maker,
+                       None if self.donate_from is None else max(0, self.donate_from - 1), self.exact, self.wrapped)

@@ -1,0 +1,343 @@
+"""Loops by what they are for: a handful of demo iterations, epochs, a benchmark, a hot loop.
+
+A per-step cost matters in a loop that runs many steps and queues device work in each; these
+predicates read that from the loop's shape, never from a path or a project's names.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from jaxmem.evaluators.review.semantic.branches import short_under_guard, under_periodic_guard
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import (
+    COMPREHENSIONS,
+    HOST_METHODS,
+    JAX_ARRAY_FUNCS,
+    JAX_ARRAY_PREFIXES,
+    JAX_NON_ARRAY,
+)
+from jaxmem.evaluators.review.semantic.scopes import Scope
+from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
+from jaxmem.evaluators.review.semantic.syncs import SYNC_METHODS, waited_before, waits_every_iteration
+from jaxmem.evaluators.review.semantic.walk import Walk
+
+_BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")
+
+RAISES = frozenset({"pytest.raises"})
+
+RAISES_METHODS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
+
+def small_loop(loop: ast.AST, analysis: Analysis, scope: Scope) -> bool:
+    """A loop whose source fixes at most SMALL_LOOP iterations (a demo, a few warm-up runs)."""
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        it = loop.iter
+    elif isinstance(loop, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        it = loop.generators[0].iter
+    else:
+        return False
+    n = trip_count(it, analysis, scope)
+    return n is not None and n <= SMALL_LOOP
+
+def epoch_loop(loop: ast.AST) -> bool:
+    """`for epoch in ...` or `for _ in range(num_epochs)`: each iteration is a whole pass over
+    the data, not a step."""
+    target = getattr(loop, "target", None)
+    if target is None:
+        return False
+    if any(isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)):
+        return True
+    it = getattr(loop, "iter", None)
+    # Only a count of epochs (`range(num_epochs)`), never a count within one (`steps_per_epoch`)
+    # and never an iterator (`for batch in epoch_batches(...)` walks the steps of one epoch).
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
+        return False
+    names = [n.id if isinstance(n, ast.Name) else n.attr for a in it.args for n in ast.walk(a)
+             if isinstance(n, (ast.Name, ast.Attribute))]
+    return any(_EPOCH_COUNT.search(x.lower()) and not _WITHIN_EPOCH.search(x.lower()) for x in names)
+
+_EPOCH_COUNT = re.compile(r"epoch")
+
+_WITHIN_EPOCH = re.compile(r"per_epoch|step|batch|iter|sample|example")
+
+def benchmark_function(scope: Scope, analysis: Analysis) -> str | None:
+    """The name of the enclosing benchmark (registered with a benchmark harness or named as one)."""
+    s: Scope | None = scope
+    while s is not None and s is not analysis.module_scope:
+        node = s.node
+        name = getattr(node, "name", None)
+        if name is not None:
+            for dec in getattr(node, "decorator_list", ()):
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                text = (analysis.qualname(target) or ast.unparse(target)).lower()
+                if "benchmark" in text:
+                    return name
+            if _BENCH_NAME.search(name.lower()):
+                return name
+        s = s.parent
+    return None
+
+def raises_block(node: ast.With, analysis: Analysis) -> bool:
+    """`with pytest.raises(...)` / `with self.assertRaises(...)`: the body is expected to fail."""
+    for item in node.items:
+        expr = item.context_expr
+        if not isinstance(expr, ast.Call):
+            continue
+        if analysis.qualname(expr.func) in RAISES:
+            return True
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in RAISES_METHODS:
+            return True
+    return False
+
+def cpu_device_block(node: ast.With) -> bool:
+    """`with jax.default_device(cpu)` / `with use_cpu_device():` - host-side work on purpose."""
+    for item in node.items:
+        text = ast.unparse(item.context_expr).lower()
+        if "cpu" in text and ("device" in text or "default" in text):
+            return True
+    return False
+
+
+def periodic(ctx: Walk) -> bool:
+    """A sync that is not a per-step cost to fix: inside `if step % N == 0:` within the innermost
+    loop, in an outer (epoch) loop whose body runs the steps in a nested loop, part of an
+    assertion (`assert ...`, `self.assertEqual(...)`, which must read the value) or of a `raise`,
+    or after the iteration already waited (`block_until_ready`, an earlier host read)."""
+    loop = ctx.loops[-1] if ctx.loops else None
+    if loop is not None and _runs_steps_inside(ctx, loop):
+        return True
+    for node in reversed(ctx.stack):
+        if node is loop:
+            break
+        if isinstance(node, (ast.Assert, ast.Raise)) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith(("assert", "fail"))):
+            return True
+    if under_periodic_guard(ctx):
+        return True
+    return waited_before(ctx, loop)
+
+def not_per_step(ctx: Walk, words: tuple[str, ...] = (), sync: bool = True) -> bool:
+    """The loop around a per-iteration cost is not a hot loop: it runs a handful of times (all
+    enclosing loops together at most SMALL_LOOP), once per epoch, dispatches no device
+    work for the cost to stall, already waits for the device on every iteration on purpose
+    (`block_until_ready` in its body or in a module function it calls; only for host reads,
+    `sync`: a wait does not make a transfer or a copy free), draws a plot on every iteration
+    (only for host reads: matplotlib needs the values on the host and takes far longer than the
+    read), or belongs to a benchmark whose name says it measures this cost (`words`)."""
+    if ctx.per_step_body:
+        if sync and _draws(ctx, list(ctx.scope.node.body)):
+            return True
+        return bool(words) and _benchmark_named(ctx, words)
+    if not ctx.loops:
+        return True
+    memo = ctx.memo.setdefault("not_per_step", {})
+    key = (id(ctx.loops[-1]), len(ctx.loops), words, sync)
+    if key not in memo:
+        memo[key] = _not_per_step(ctx, words, sync)
+    return memo[key]
+
+def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
+    a, scope = ctx.analysis, ctx.scope
+    inner = ctx.loops[-1]
+    if epoch_loop(inner):
+        return True
+    if short_under_guard(ctx):
+        return True
+    if _report_loop(ctx, inner):
+        return True
+    if sync and _draws(ctx, list(inner.body) if isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) else []):
+        return True
+    total = 1
+    for loop in ctx.loops:
+        n = trip_count(loop.iter, a, scope) if isinstance(loop, (ast.For, ast.AsyncFor)) else (
+            trip_count(loop.generators[0].iter, a, scope) if isinstance(loop, COMPREHENSIONS) else None)
+        if n is None:
+            total = None
+            break
+        total *= n
+    if total is not None and total <= SMALL_LOOP:
+        return True
+    if not any(dispatches(ctx, loop) for loop in ctx.loops):
+        return True
+    if sync and waits_every_iteration(ctx, inner):
+        return True
+    return bool(words) and _benchmark_named(ctx, words)
+
+# Axes and figure methods that draw: a call of one of these on every iteration is a plotting loop.
+PLOT_METHODS = frozenset({"imshow", "plot", "scatter", "contour", "contourf", "pcolormesh", "hist", "bar",
+                          "set_title", "cla", "clf", "pause", "draw", "savefig", "matshow", "quiver"})
+
+def _draws(ctx: Walk, roots: list[ast.AST]) -> bool:
+    """A call into matplotlib (`plt.imshow`, `ax.set_title(...)`) in these statements, outside
+    nested functions: the iteration renders, a host-side cost far above one device read."""
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            q = ctx.analysis.qualname(n.func) or ""
+            if q.startswith("matplotlib.") or (isinstance(n.func, ast.Attribute) and n.func.attr in PLOT_METHODS
+                                               and not q.startswith(("jax.", "numpy."))):
+                return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+def _report_loop(ctx: Walk, loop: ast.AST) -> bool:
+    """`for mean, std in zip(means, stds): print(...)`: a loop over the elements of device
+    arrays that queues no work beyond indexing and arithmetic on them. The computation ran
+    before the loop; each read waits only for its own element."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    if not any(ctx.kind(it) == "jax" for it in _iterated(loop.iter)):
+        return False
+    memo = ctx.memo.setdefault("report_loop", {})
+    if id(loop) not in memo:
+        memo[id(loop)] = not _heavy_work(ctx, list(loop.body))
+    return memo[id(loop)]
+
+def _heavy_work(ctx: Walk, roots: list[ast.AST]) -> bool:
+    """Calls that queue device computation: jitted or transformed functions, JAX operations,
+    methods of device arrays, module functions that do one of those."""
+    a, scope = ctx.analysis, ctx.scope
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            func = n.func
+            if a.jit_info(func, scope) is not None:
+                return True
+            q = a.qualname(func)
+            if q is not None:
+                if q.startswith("jax."):
+                    return True
+            elif isinstance(func, ast.Attribute) and func.attr not in HOST_METHODS and func.attr not in SYNC_METHODS:
+                if a.kind(func.value, scope) == "jax":
+                    return True
+            elif isinstance(func, ast.Call):
+                return True  # jax.grad(f)(x), a factory's product
+            if q is None and not (isinstance(func, ast.Name) and a.is_builtin(func, scope)):
+                fn = a.resolve_def(func, scope)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
+                    if _device_work(ctx, list(fn.body), 1, a.scopes[fn]):
+                        return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+def _benchmark_named(ctx: Walk, words: tuple[str, ...]) -> bool:
+    name = benchmark_function(ctx.scope, ctx.analysis)
+    return name is not None and any(w in name.lower() for w in words)
+
+def dispatches(ctx: Walk, loop: ast.AST) -> bool:
+    """The loop queues device work each iteration: a jitted call, a JAX operation, an operation on
+    (or indexing of) a device array, a module function that does one of those, or iterating a
+    device array."""
+    memo = ctx.memo.setdefault("dispatches", {})
+    key = id(loop)
+    if key not in memo:
+        memo[key] = False
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and any(ctx.kind(it) == "jax" for it in _iterated(loop.iter)):
+            memo[key] = True  # each element of a device array is an indexing operation
+        else:
+            roots = list(getattr(loop, "body", None) or [])
+            if isinstance(loop, ast.While):
+                roots.append(loop.test)
+            if isinstance(loop, COMPREHENSIONS):
+                roots = [loop.elt] if not isinstance(loop, ast.DictComp) else [loop.key, loop.value]
+            memo[key] = _device_work(ctx, roots, depth=0)
+    return memo[key]
+
+def _iterated(it: ast.AST) -> list[ast.AST]:
+    """What a `for` walks over, through `zip(...)` and `enumerate(...)`."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("zip", "enumerate"):
+        return [x for a in it.args for x in _iterated(a)]
+    return [it]
+
+def _device_work(ctx: Walk, roots: list[ast.AST], depth: int, scope=None) -> bool:
+    a = ctx.analysis
+    scope = scope or ctx.scope
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            func = n.func
+            if a.jit_info(func, scope) is not None:
+                return True
+            q = a.qualname(func)
+            if q is not None:
+                if q in JAX_ARRAY_FUNCS or (q.startswith(JAX_ARRAY_PREFIXES) and q not in JAX_NON_ARRAY):
+                    return True
+            elif isinstance(func, ast.Attribute) and func.attr not in HOST_METHODS and func.attr not in SYNC_METHODS:
+                if a.kind(func.value, scope) == "jax":
+                    return True  # `x.sum()`, `x.reshape(...)`: an operation on a device array
+            elif isinstance(func, ast.Call) and a.qualname(func.func) is not None and (
+                    a.qualname(func.func).startswith("jax.")):
+                return True  # jax.grad(f)(x), jax.vmap(f)(x)
+            if depth == 0 and q is None:
+                fn = a.resolve_def(func, scope)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
+                    if _device_work(ctx, list(fn.body), 1, a.scopes[fn]):
+                        return True
+        elif isinstance(n, ast.BinOp) and a.kind(n, scope) == "jax":
+            return True  # `total + loss` on device arrays
+        elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and a.kind(n.value, scope) == "jax":
+            return True  # `x[i]`: indexing a device array is an operation per iteration
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+def _runs_steps_inside(ctx: Walk, loop: ast.AST) -> bool:
+    """The loop's body holds another loop that calls jitted functions or jnp (the steps)."""
+    memo = ctx.memo.setdefault("epoch_loops", {})
+    key = id(loop)
+    if key not in memo:
+        found = False
+        for stmt in getattr(loop, "body", None) or []:
+            for n in ast.walk(stmt):
+                if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and any(
+                    isinstance(c, ast.Call) and (ctx.jit_info(c.func) is not None
+                                                 or (ctx.qualname(c.func) or "").startswith("jax."))
+                    for c in ast.walk(n)
+                ):
+                    found = True
+                    break
+            if found:
+                break
+        memo[key] = found
+    return memo[key]
+
+def loop_bound(ctx: Walk, loop: ast.AST) -> frozenset[str]:
+    """Names (re)bound inside a loop, including its target; cached per loop node."""
+    memo = ctx.memo.setdefault("loop_bound", {})
+    key = id(loop)
+    if key not in memo:
+        names = set()
+        roots = [loop.target] if isinstance(loop, (ast.For, ast.AsyncFor)) else []
+        if isinstance(loop, COMPREHENSIONS):
+            roots = [g.target for g in loop.generators]
+        stack = [*roots, *(getattr(loop, "body", None) or [])]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names.add(n.id)
+            if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.extend(ast.iter_child_nodes(n))
+        memo[key] = frozenset(names)
+    return memo[key]
+
+def loop_targets(loop: ast.AST) -> frozenset[str]:
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        return frozenset(n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name))
+    if isinstance(loop, COMPREHENSIONS):
+        return frozenset(n.id for g in loop.generators for n in ast.walk(g.target) if isinstance(n, ast.Name))
+    return frozenset()
+
+def enclosing_loop_of(ctx: Walk, name: str) -> ast.AST | None:
+    for loop in reversed(ctx.loops):
+        if name in loop_bound(ctx, loop):
+            return loop
+    return None

@@ -1,0 +1,170 @@
+"""The module's semantic model: names, definitions and classes, resolved the way Python does.
+
+`Analysis` is what every rule reads. This module holds name and definition resolution; the
+mixins add jitted callables (callables.py) and value kinds (kinds.py).
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.callables import CallablesMixin
+from jaxmem.evaluators.review.semantic.jit import JitInfo
+from jaxmem.evaluators.review.semantic.kinds import KindsMixin
+from jaxmem.evaluators.review.semantic.names import _END, ARRAY_TYPES, CANONICAL, JIT_NAMES, pos
+from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
+
+
+class Analysis(CallablesMixin, KindsMixin):
+    """Module facts; built by `build(tree)` in one recursive pass plus a resolution pass."""
+
+    def __init__(self, tree: ast.Module, lines: list[str]):
+        self.tree = tree
+        self.lines = lines
+        self.aliases: dict[str, str] = {}
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # last def per name (any scope)
+        self.jitted_defs: dict[ast.AST, JitInfo] = {}  # FunctionDef -> info, when jitted
+        self.classes: dict[ast.ClassDef, ClassInfo] = {}
+        self.scopes: dict[ast.AST, Scope] = {}
+        self.module_scope = Scope(tree, None, self)
+        self.scopes[tree] = self.module_scope
+        self.imports_jax_line: int | None = None
+        self.defvjp: list[tuple[ast.Call, Scope]] = []
+        self.transform_args: list[tuple[ast.AST, str, Scope]] = []  # (function expr, qualname, scope)
+        self.attr_jits: dict[str, list[JitInfo]] = {}  # attribute name -> jitted attributes of any class
+        # Calls inside loops, for the call graph: (call, innermost loop, scope, under `if i % N`).
+        self.loop_calls: list[tuple[ast.Call, ast.AST | None, Scope, bool]] = []
+        self.calls_by_name: dict[str, list[tuple[ast.Call, Scope]]] = {}  # `f(...)` call sites by name
+        # Rules ask for the same call's name many times; the tree outlives this cache, so ids are stable.
+        self._qcache: dict[int, str | None] = {}
+        self._jcache: dict[int, JitInfo | None] = {}
+        self._kcache: dict[int, str | None] = {}
+        self._bkinds: dict[int, str | None] = {}
+        self._returns: dict[ast.AST, str | None] = {}
+        self._returned: dict[ast.AST, ast.AST | None] = {}
+
+    # ---- names -------------------------------------------------------------------------
+    def qualname(self, expr: ast.AST) -> str | None:
+        """`jnp.zeros` -> "jax.numpy.zeros" when `jnp` is an import alias; else None."""
+        key = id(expr)
+        if key in self._qcache:
+            return self._qcache[key]
+        q = self._qcache[key] = self._qualname(expr)
+        return q
+
+    def _qualname(self, expr: ast.AST) -> str | None:
+        parts = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name):
+            return None
+        base = self.aliases.get(expr.id)
+        if base is None:
+            return None
+        name = ".".join([base, *reversed(parts)]) if parts else base
+        return CANONICAL.get(name, name)
+
+    def annotates_array(self, annotation: ast.AST) -> bool:
+        return any(isinstance(n, (ast.Attribute, ast.Name)) and self.qualname(n) in ARRAY_TYPES
+                   for n in ast.walk(annotation))
+
+    def is_jit(self, expr: ast.AST) -> bool:
+        return self.qualname(expr) in JIT_NAMES
+
+    def resolve(self, name: str, scope: Scope, p: tuple[int, int] = _END) -> Binding | None:
+        """The binding of `name` most likely to hold at `p`, searched outwards from `scope`."""
+        s: Scope | None = scope
+        while s is not None:
+            found = s.reaching(name, p, s is scope)
+            if found is not None:
+                return found[0] if found else None
+            s = s.parent
+        return None
+
+    def is_builtin(self, name: ast.AST, scope: Scope) -> bool:
+        """`float` is the builtin here: not imported under that name, not bound in any scope."""
+        if not isinstance(name, ast.Name) or name.id in self.aliases:
+            return False
+        s: Scope | None = scope
+        while s is not None:
+            if name.id in s.bindings:
+                return False
+            s = s.parent
+        return True
+
+    def resolve_def(self, expr: ast.AST | None, scope: Scope) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | None:
+        """The function a name (or `self.method`) refers to here, if it is defined in this module."""
+        if isinstance(expr, ast.Lambda):
+            return expr
+        if isinstance(expr, ast.Name):
+            b = self.resolve(expr.id, scope, pos(expr))
+            if b is None:
+                return None
+            if b.how == "def":
+                return b.node
+            if b.how == "assign" and b.index is None and isinstance(b.value, ast.Lambda):
+                return b.value
+            if b.how == "assign" and b.index is None and isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name):
+                # `fold_fn = make_fold(...)` where make_fold ends `return fold_fn`, an inner def
+                factory = self.resolve_def(b.value.func, scope) if b.value.func is not expr else None
+                if isinstance(factory, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    return self.returned_def(factory)
+            return None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            cls = self.class_of_receiver(expr.value, scope)
+            if cls is not None:
+                return self._method(cls, expr.attr)
+        return None
+
+    def returned_def(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The inner function a factory returns by name (`def make(): def f(...): ...; return f`)."""
+        if fn in self._returned:
+            return self._returned[fn]
+        self._returned[fn] = None  # recursion guard
+        scope = self.scopes.get(fn)
+        found = None
+        stack = list(fn.body)
+        while stack and scope is not None:
+            n = stack.pop()
+            if isinstance(n, ast.Return) and isinstance(n.value, ast.Name):
+                b = scope.reaching(n.value.id, pos(n.value))
+                if b and b[0].how == "def" and isinstance(b[0].node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if found is not None and found is not b[0].node:
+                        found = None
+                        break
+                    found = b[0].node
+            elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.expr)):
+                stack.extend(ast.iter_child_nodes(n))
+        self._returned[fn] = found
+        return found
+
+    def _method(self, cls: ClassInfo, name: str, depth: int = 0):
+        if name in cls.methods:
+            return cls.methods[name]
+        if depth < 3:
+            for base in cls.bases:
+                other = self.local_class(base)
+                if other is not None and other is not cls:
+                    m = self._method(other, name, depth + 1)
+                    if m is not None:
+                        return m
+        return None
+
+    def local_class(self, expr: ast.AST) -> ClassInfo | None:
+        if isinstance(expr, ast.Name):
+            b = self.resolve(expr.id, self.module_scope)
+            if b is not None and b.how == "class":
+                return self.classes.get(b.node)
+        return None
+
+    def class_of_receiver(self, recv: ast.Name, scope: Scope) -> ClassInfo | None:
+        """`self` inside a method of a module class, or a name bound to `C(...)` of one."""
+        if recv.id in ("self", "cls"):
+            s: Scope | None = scope
+            while s is not None and s.cls is None:
+                s = s.parent
+            return s.cls if s is not None else None
+        b = self.resolve(recv.id, scope, pos(recv))
+        if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Call):
+            return self.local_class(b.value.func)
+        return None

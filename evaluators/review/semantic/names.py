@@ -1,0 +1,167 @@
+"""The vocabulary: what JAX and its frameworks call things, and small readers of source.
+
+Tables of qualified names (`jax.jit`, `flax.nnx.scan`, ...) that the rest of the model matches
+resolved names against, and helpers that read a literal or a position off a node. No state.
+"""
+from __future__ import annotations
+
+import ast
+
+# ---- what the frameworks call things -----------------------------------------------------
+JIT_NAMES = frozenset({
+    "jax.jit", "jax.pmap", "jax.experimental.pjit.pjit", "jax.pjit",
+    "flax.nnx.jit", "flax.nnx.pmap", "equinox.filter_jit", "equinox.filter_pmap", "haliax.named_jit",
+    # Objax: `objax.Jit(f, vars)` and `objax.Parallel(f, vars)` compile `f` (jit / pmap) and return
+    # a module whose calls give device arrays; neither takes a donation argument.
+    "objax.Jit", "objax.Parallel",
+})
+# Control flow and staging primitives whose function arguments are compiled into one program,
+# called inside or outside jit. Values: the positions of the function arguments.
+COMPILED_BODIES: dict[str, tuple[int, ...]] = {
+    "jax.lax.scan": (0,), "jax.lax.fori_loop": (2,), "jax.lax.while_loop": (0, 1), "jax.lax.cond": (1, 2),
+    "jax.lax.switch": (1,), "jax.lax.map": (0,), "jax.lax.associative_scan": (0,),
+    "jax.shard_map": (0,), "jax.experimental.pallas.pallas_call": (0,),
+    "flax.nnx.scan": (0,), "flax.nnx.fori_loop": (2,), "flax.nnx.while_loop": (0, 1), "flax.nnx.cond": (1, 2),
+    "flax.nnx.switch": (1,), "flax.nnx.shard_map": (0,),
+    "flax.linen.scan": (0,), "flax.linen.while_loop": (0, 1), "flax.linen.cond": (1, 2), "flax.linen.switch": (1,),
+    "haliax.scan": (0,), "haliax.fold": (0,), "haliax.map": (0,),
+    "equinox.internal.while_loop": (0, 1), "equinox.internal.scan": (0,),
+}
+CONTROL_FLOW = frozenset(k for k in COMPILED_BODIES if not k.endswith(("shard_map", "pallas_call")))
+PALLAS = "jax.experimental.pallas.pallas_call"
+# Transforms whose function argument is traced (values are tracers), without being compiled on
+# their own.
+TRACING_NAMES = frozenset({
+    "jax.grad", "jax.value_and_grad", "jax.vmap", "jax.checkpoint", "jax.jacfwd", "jax.jacrev",
+    "jax.hessian", "jax.linearize", "jax.jvp", "jax.vjp", "jax.eval_shape", "jax.make_jaxpr",
+    "jax.custom_jvp", "jax.custom_vjp", "jax.named_call",
+    "flax.nnx.grad", "flax.nnx.value_and_grad", "flax.nnx.vmap", "flax.nnx.remat", "flax.nnx.checkpoint",
+    "flax.nnx.eval_shape", "flax.nnx.custom_vjp", "flax.nnx.jvp", "flax.nnx.vjp",
+    "flax.linen.jit", "flax.linen.vmap", "flax.linen.remat", "flax.linen.checkpoint", "flax.linen.named_call",
+    "flax.linen.custom_vjp", "flax.linen.map_variables", "flax.linen.compact", "flax.linen.nowrap",
+    "equinox.filter_grad", "equinox.filter_value_and_grad", "equinox.filter_vmap", "equinox.filter_eval_shape",
+    "equinox.filter_checkpoint", "equinox.filter_custom_vjp", "equinox.filter_custom_jvp",
+    "equinox.filter_make_jaxpr", "equinox.filter_shard_map",
+    "haliax.vmap", "haliax.named_call",
+    "haiku.transform", "haiku.transform_with_state", "haiku.without_apply_rng", "haiku.vmap", "haiku.remat",
+    "objax.Vectorize", "objax.GradValues", "objax.Grad",
+}) | JIT_NAMES | frozenset(COMPILED_BODIES)
+CUSTOM_RULES = frozenset({"jax.custom_jvp", "jax.custom_vjp", "flax.nnx.custom_vjp", "flax.linen.custom_vjp",
+                          "equinox.filter_custom_vjp", "equinox.filter_custom_jvp"})
+# Transforms whose result, when called, is arrays (make_jaxpr gives a jaxpr, eval_shape shapes).
+RETURNS_ARRAYS = frozenset({
+    "jax.grad", "jax.value_and_grad", "jax.vmap", "jax.jacfwd", "jax.jacrev", "jax.hessian", "jax.checkpoint",
+    "jax.shard_map", "jax.pmap", "flax.nnx.grad", "flax.nnx.value_and_grad", "flax.nnx.vmap", "flax.nnx.remat",
+    "equinox.filter_grad", "equinox.filter_value_and_grad", "equinox.filter_vmap",
+})
+MODULE_BASES = {"flax.linen.Module": "linen", "flax.nnx.Module": "nnx", "equinox.Module": "equinox",
+                "haiku.Module": "linen", "flax.nnx.Object": "nnx"}
+CANONICAL = {
+    "jax.remat": "jax.checkpoint",
+    "jax.ad_checkpoint.checkpoint": "jax.checkpoint",
+    "jax.ad_checkpoint.remat": "jax.checkpoint",
+    "jax.experimental.shard_map.shard_map": "jax.shard_map",
+    "jax.experimental.pjit": "jax.experimental.pjit.pjit",
+    "jax.tree_util.tree_map": "jax.tree.map",
+    "jax.tree_map": "jax.tree.map",
+    "jax.config.config.update": "jax.config.update",
+    "haliax.partitioning.named_jit": "haliax.named_jit",
+    "flax.linen.module.Module": "flax.linen.Module",
+    "flax.nnx.module.Module": "flax.nnx.Module",
+    "flax.nnx.transforms.compilation.jit": "flax.nnx.jit",
+    "jax.experimental.pallas.core.pallas_call": PALLAS,
+}
+JAX_ARRAY_PREFIXES = ("jax.numpy.", "jax.random.", "jax.lax.", "jax.nn.", "jax.scipy.", "jax.image.")
+JAX_ARRAY_FUNCS = frozenset({
+    "jax.device_put", "jax.device_put_replicated", "jax.device_put_sharded", "jax.tree.map",
+    "jax.block_until_ready", "jax.make_array_from_callback", "jax.make_array_from_process_local_data",
+    "jax.make_array_from_single_device_arrays",
+})
+JAX_NON_ARRAY = frozenset({
+    "jax.numpy.shape", "jax.numpy.ndim", "jax.numpy.size", "jax.numpy.dtype", "jax.numpy.result_type",
+    "jax.numpy.issubdtype", "jax.numpy.iinfo", "jax.numpy.finfo", "jax.numpy.promote_types",
+    "jax.numpy.can_cast", "jax.lax.axis_index", "jax.lax.broadcast_shapes", "jax.numpy.broadcast_shapes",
+})
+# Array attributes that live on the host (metadata): reading them never syncs.
+HOST_ATTRS = frozenset({
+    "shape", "dtype", "ndim", "size", "nbytes", "itemsize", "sharding", "device", "devices",
+    "weak_type", "aval", "committed", "is_fully_addressable", "is_fully_replicated", "format",
+})
+HOST_METHODS = {"item": "scalar", "tolist": "list", "is_deleted": "scalar", "devices": None,
+                "on_device_size_in_bytes": "scalar", "addressable_data": "jax", "copy_to_host_async": None}
+NUMPY_NON_ARRAY = frozenset({"numpy.shape", "numpy.ndim", "numpy.size", "numpy.dtype", "numpy.prod",
+                             "numpy.iinfo", "numpy.finfo", "numpy.issubdtype"})
+SCALAR_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "sum", "max", "min", "abs", "round"})
+ARRAY_TYPES = frozenset({"jax.Array", "jax.numpy.ndarray"})  # not ArrayLike: that admits NumPy
+HOST_KINDS = frozenset({"np", "scalar", "list", "hostlist", "scalars"})
+# Iterating a device array yields device arrays; a NumPy array or a list of host values, host
+# data; a list of Python numbers ("scalars"), Python numbers.
+ELEMENT_KIND = {"jax": "jax", "np": "np", "hostlist": "np", "scalars": "scalar"}
+# Containers that start empty and are filled with `.append(x)`: reading an item gives what was put in.
+EMPTY_CONTAINERS = frozenset({"collections.deque"})
+APPENDERS = frozenset({"append", "appendleft", "insert"})
+LIST_BUILTINS = frozenset({"list", "tuple", "sorted", "range", "zip", "enumerate", "reversed"})
+PROPERTY_DECORATORS = frozenset({"property", "functools.cached_property", "cached_property"})
+_END = (10**9, 0)  # position of a synthetic node: after everything
+
+
+def dotted(expr: ast.AST) -> str | None:
+    """`self.step` -> "self.step": the raw name, for matching call sites to assignments."""
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def pos(node: ast.AST) -> tuple[int, int]:
+    line = getattr(node, "lineno", None)
+    return _END if line is None else (line, node.col_offset)
+
+
+def end_pos(node: ast.AST) -> tuple[int, int]:
+    line = getattr(node, "end_lineno", None)
+    return _END if line is None else (line, node.end_col_offset)
+
+
+def literal_ints(node: ast.AST | None) -> frozenset[int] | None:
+    """`0`, `(0, 1)`, `[2]` -> the ints; None when not a literal (then rules must not guess)."""
+    if node is None:
+        return frozenset()
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return frozenset({node.value})
+    if isinstance(node, (ast.Tuple, ast.List)):
+        out = set()
+        for elt in node.elts:
+            if not (isinstance(elt, ast.Constant) and isinstance(elt.value, int)):
+                return None
+            out.add(elt.value)
+        return frozenset(out)
+    return None
+
+
+def literal_strs(node: ast.AST | None) -> frozenset[str] | None:
+    if node is None:
+        return frozenset()
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return frozenset({node.value})
+    if isinstance(node, (ast.Tuple, ast.List)):
+        out = set()
+        for elt in node.elts:
+            if not (isinstance(elt, ast.Constant) and isinstance(elt.value, str)):
+                return None
+            out.add(elt.value)
+        return frozenset(out)
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.AST | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)

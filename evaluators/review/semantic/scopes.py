@@ -1,0 +1,110 @@
+"""Bindings and scopes: where a name gets a value, and which binding reaches a use."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from jaxmem.evaluators.review.semantic.jit import JitInfo
+from jaxmem.evaluators.review.semantic.names import _END
+
+
+class _Model(Protocol):
+    """What a scope asks of the module's model (model.Analysis), named here so that this
+    module, which the model imports, does not import it back."""
+
+    tree: ast.Module
+
+    def binding_kind(self, b: Binding, scope: Scope) -> str | None: ...
+
+@dataclass
+class Binding:
+    """One place where a name gets a value. `how`: assign, iter, param, def, class, import, with."""
+
+    name: str
+    how: str
+    at: tuple[int, int]  # the binding is visible to uses after this position
+    node: ast.AST  # the statement (or def/class/lambda/loop) that binds
+    value: ast.AST | None = None  # what was assigned (the whole right-hand side)
+    index: int | None = None  # position in a tuple target: `a, b = f()` -> 0, 1
+    element: str | None = None  # iter: "elem" (element of value), "dictvalue", "index"
+    until: tuple[int, int] | None = None  # comprehension variables: visible only inside
+    info: JitInfo | None = None  # the binding makes a jitted callable
+    factory: JitInfo | None = None  # the binding makes a jit decorator (`partial(jax.jit, ...)`)
+
+
+@dataclass
+class ClassInfo:
+    node: ast.ClassDef
+    framework: str | None = None  # "linen" | "nnx" | "equinox" when a Module subclass
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+    attrs: dict[str, list[Binding]] = field(default_factory=dict)  # `self.x = ...` in methods
+    bases: list[ast.AST] = field(default_factory=list)
+
+
+@dataclass
+class Scope:
+    """A function body, a class body or the module: the unit of name resolution."""
+
+    node: ast.AST
+    parent: Scope | None  # the scope names are looked up in next (class bodies are skipped)
+    analysis: _Model
+    params: tuple[str, ...] = ()
+    jit: JitInfo | None = None
+    jitted: bool = False  # compiled: jit, pmap, or a lax control-flow body (possibly nested)
+    traced: bool = False  # any transform (grad, vmap, ...): values are tracers, not arrays
+    reasons: set[str] = field(default_factory=set)  # jit, control, custom, pallas, module, transform
+    cls: ClassInfo | None = None  # for methods: the class they belong to
+    is_class: bool = False
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    loops: list[tuple[tuple[int, int], tuple[int, int], ast.AST]] = field(default_factory=list)
+    per_step: ast.AST | None = None  # a call in a host loop that runs this function every step
+    has_loops: bool = False
+    appends: dict[str, list[ast.AST]] = field(default_factory=dict)  # `name.append(x)`: the x's
+
+    def bind(self, b: Binding) -> None:
+        self.bindings.setdefault(b.name, []).append(b)
+
+    def loop_at(self, p: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int], ast.AST] | None:
+        best = None
+        for start, end, node in self.loops:
+            if start <= p <= end and (best is None or start >= best[0]):
+                best = (start, end, node)
+        return best
+
+    def reaching(self, name: str, p: tuple[int, int], own: bool = True) -> list[Binding] | None:
+        """Bindings of `name` in this scope that may hold at position `p`, most likely first;
+        None when the name is not bound here (look in the parent scope). `own` is False when
+        the read is in a nested function, which runs when it is called, not where it is written."""
+        bs = self.bindings.get(name)
+        if not bs:
+            return None
+        before = None
+        for b in bs:
+            if b.at < p and (b.until is None or p <= b.until) and (before is None or b.at >= before.at):
+                before = b
+        loop = self.loop_at(p)
+        back = None
+        if loop is not None and not (before is not None and before.at >= loop[0]):
+            # Read before its (re)binding in the loop body: the value comes from the previous
+            # iteration, i.e. from the last binding in the loop.
+            for b in bs:
+                if loop[0] <= b.at <= loop[1] and b.at >= p and b.until is None and (back is None or b.at >= back.at):
+                    back = b
+        out = [b for b in (back, before) if b is not None]
+        if out:
+            return out
+        if own and self.node is not self.analysis.tree and not self.is_class:
+            return []  # a local read before assignment: nothing known
+        # A name read before its binding from a function body that runs later.
+        return [max((b for b in bs if b.until is None), key=lambda b: b.at, default=bs[-1])]
+
+    def lookup(self, name: str, p: tuple[int, int] = _END) -> str | None:
+        scope: Scope | None = self
+        while scope is not None:
+            found = scope.reaching(name, p, scope is self)
+            if found is not None:
+                kinds = [self.analysis.binding_kind(b, scope) for b in found]
+                return "jax" if "jax" in kinds else (kinds[0] if kinds else None)
+            scope = scope.parent
+        return None

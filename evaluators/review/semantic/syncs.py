@@ -1,0 +1,157 @@
+"""Host reads and explicit waits: where Python stops and waits for the device.
+
+Each predicate takes the walk's position (`ctx`: the analysis, the scope, the enclosing loops
+and the stack of nodes down to the current one, and a per-file memo), never a rule.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.walk import Walk
+
+SYNC_BUILTINS = frozenset({"float", "int", "bool", "complex"})
+
+SYNC_METHODS = frozenset({"item", "tolist", "block_until_ready", "__array__"})
+
+SYNC_FUNCS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array"})
+
+FORMAT_BUILTINS = frozenset({"print", "str", "repr", "format"})
+
+EXPLICIT_WAITS = frozenset({"jax.block_until_ready"})  # a host read (device_get) is itself the cost
+
+def builtin_name(ctx: Walk, func: ast.AST) -> str | None:
+    """`float` when it is the builtin (not shadowed by an import or a binding in scope)."""
+    if isinstance(func, ast.Name) and ctx.analysis.is_builtin(func, ctx.scope):
+        return func.id
+    return None
+
+def reads_condition(ctx: Walk, test: ast.AST) -> bool:
+    """An `if`/`while` test whose value is a device array: Python calls bool() on it."""
+    if isinstance(test, ast.BoolOp):
+        return any(reads_condition(ctx, v) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return reads_condition(ctx, test.operand)
+    if isinstance(test, ast.Compare):
+        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
+            return False
+        return any(ctx.kind(v) == "jax" for v in [test.left, *test.comparators])
+    return isinstance(test, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) and ctx.kind(test) == "jax"
+
+def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
+    """The expression waits for the device: block_until_ready, device_get, or a host read of a
+    device array (float/int/bool/.item()/.tolist()/NumPy on it, printing or formatting it, an
+    `if` on it), or a call of a module function whose body does one of those."""
+    for n in ast.walk(node):
+        if isinstance(n, (ast.If, ast.While)) and reads_condition(ctx, n.test):
+            return True
+        if isinstance(n, ast.Call):
+            func = n.func
+            if builtin_name(ctx, func) in FORMAT_BUILTINS and any(
+                    ctx.kind(x) == "jax" for x in [*n.args, *(k.value for k in n.keywords)]):
+                return True
+            if (isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant)
+                    and any(ctx.kind(x) == "jax" for x in n.args)):
+                return True  # "{}".format(loss)
+            if depth == 0 and _calls_waiting_function(ctx, n):
+                return True
+            if isinstance(func, ast.Attribute) and func.attr in ("block_until_ready", "item", "tolist"):
+                if func.attr == "block_until_ready" or ctx.kind(func.value) == "jax":
+                    return True
+            q = ctx.qualname(func)
+            if q in ("jax.block_until_ready", "jax.device_get"):
+                return True
+            if q is not None and q.startswith("numpy.") and any(ctx.kind(x) == "jax" for x in n.args):
+                return True
+            if builtin_name(ctx, func) in SYNC_BUILTINS and n.args and ctx.kind(n.args[0]) == "jax":
+                return True
+        elif isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
+            return True
+    return False
+
+def _calls_waiting_function(ctx: Walk, call: ast.Call) -> bool:
+    """A module function (not traced) whose own statements wait for the device."""
+    a = ctx.analysis
+    if a.qualname(call.func) is not None or a.jit_info(call.func, ctx.scope) is not None:
+        return False
+    fn = a.resolve_def(call.func, ctx.scope)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    memo = ctx.memo.setdefault("function_waits", {})
+    if id(fn) not in memo:
+        memo[id(fn)] = False
+        scope = a.scopes.get(fn)
+        if scope is not None and not scope.traced:
+            saved, ctx.scope = ctx.scope, scope
+            try:
+                memo[id(fn)] = any(waits(ctx, st, 1) for st in fn.body
+                                   if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+            finally:
+                ctx.scope = saved
+    return memo[id(fn)]
+
+def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
+    """An earlier statement of this iteration (same block, inside the loop) already waited:
+    reading more values now copies them but stalls nothing."""
+    if loop is None:
+        return False
+    stack = ctx.stack
+    try:
+        i = max(k for k, n in enumerate(stack) if n is loop)
+    except ValueError:
+        return False
+    for parent, child in zip(stack[i:], stack[i + 1:]):
+        if isinstance(parent, ast.If) and child is not parent.test and reads_condition(ctx, parent.test):
+            return True  # in a branch of `if nbrs.did_buffer_overflow:` - the test already waited
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(parent, name, None)
+            if isinstance(block, list) and child in block:
+                earlier = block[:block.index(child)]
+                if isinstance(parent, ast.Try) and name != "body":
+                    earlier = [*parent.body, *earlier]  # `else:` runs after the whole `try:` body
+                for stmt in earlier:
+                    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and waits(ctx, stmt):
+                        return True
+    return False
+
+def is_sync(ctx: Walk, node: ast.AST) -> bool:
+    """A call that waits for device results: block_until_ready, a host read, print of an array,
+    a NumPy function applied to a device array."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in SYNC_METHODS:
+        return True
+    q = ctx.qualname(func)
+    if q in SYNC_FUNCS:
+        return True
+    if q is not None and q.startswith("numpy.") and any(ctx.kind(a) == "jax" for a in node.args):
+        return True
+    name = builtin_name(ctx, func)
+    return name in SYNC_BUILTINS or name == "print"
+
+def waits_every_iteration(ctx: Walk, loop: ast.AST) -> bool:
+    """The loop body blocks on the device by design: another host read adds no stall."""
+    memo = ctx.memo.setdefault("waits_every_iteration", {})
+    if id(loop) not in memo:
+        memo[id(loop)] = _explicit_wait(ctx, list(getattr(loop, "body", None) or []), ctx.scope, 0)
+    return memo[id(loop)]
+
+def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
+    a = ctx.analysis
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready":
+                return True
+            if a.qualname(n.func) in EXPLICIT_WAITS:
+                return True
+            if depth == 0 and a.qualname(n.func) is None:
+                fn = a.resolve_def(n.func, scope)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
+                    if _explicit_wait(ctx, list(fn.body), a.scopes[fn], 1):
+                        return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False

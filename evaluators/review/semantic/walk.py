@@ -1,0 +1,33 @@
+"""The walk's position, as the model's predicates see it.
+
+The engine walks a module once; at each node the rule context knows the analysis, the scope, the
+loops of the current function and the stack of nodes down to this one. Predicates about "where
+are we" (inside a periodic branch, in a hot loop, after a wait) read that position. This Protocol
+names what they read, so the model never imports the rule layer above it.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Protocol
+
+from jaxmem.evaluators.review.semantic.jit import JitInfo
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.scopes import Scope
+
+
+class Walk(Protocol):
+    analysis: Analysis
+    scope: Scope
+    loops: list[ast.AST]  # loops (and comprehensions) of the current function, outermost first
+    stack: list[ast.AST]  # nodes from the module down to the current one
+    memo: dict  # per-file results, keyed by the predicate's name
+    per_step: ast.Call | None  # in a function a host loop calls every step: that call
+
+    @property
+    def per_step_body(self) -> bool: ...
+
+    def kind(self, expr: ast.AST) -> str | None: ...
+
+    def qualname(self, expr: ast.AST) -> str | None: ...
+
+    def jit_info(self, func: ast.AST) -> JitInfo | None: ...
