@@ -109,7 +109,8 @@ def compose_review(lang: str, findings: list[dict]) -> str:
     lines = [f"**{label(lang, 'review', n=len(findings))}**", ""]
     for f in findings[:30]:
         where = f"line {f.get('line')}" + (f", cell {f['cell']}" if f.get("cell") else "")
-        lines.append(f"- `{f.get('code')}` ({where}): {f.get('message')}"
+        maybe = "_(possible)_ " if f.get("confidence") == "possible" else ""
+        lines.append(f"- `{f.get('code')}` ({where}): {maybe}{f.get('message')}"
                      + (f" [→ {f.get('topic')}]({f.get('url')})" if f.get("url") else ""))
     if len(findings) > 30:
         lines.append(f"- … +{len(findings) - 30}")

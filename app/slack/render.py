@@ -128,7 +128,8 @@ def findings_messages(findings: list[dict], lang: str = "en", asker: str | None 
     for f in findings[:MAX_FINDINGS]:
         where = f"line {f.get('line')}" + (f", cell {f['cell']}" if f.get("cell") else "")
         card = f" → {link(f.get('url') or '', f.get('topic') or 'card')}" if f.get("topic") or f.get("url") else ""
-        lines.append(f"• `{f.get('code')}` {where}: {escape(str(f.get('message', '')))}{card}")
+        maybe = "_(possible)_ " if f.get("confidence") == "possible" else ""
+        lines.append(f"• `{f.get('code')}` {where}: {maybe}{escape(str(f.get('message', '')))}{card}")
     if len(findings) > MAX_FINDINGS:
         lines.append(f"• … +{len(findings) - MAX_FINDINGS} (`jaxmem review` lists all)")
     return _messages(split_text("\n".join(lines)), [], head)

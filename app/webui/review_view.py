@@ -79,11 +79,15 @@ def findings_table(findings: list[dict]) -> None:
     # Inside the web app a finding's card is this app's own card page.
     card_url = shared.services().settings.card_url
     rows = [{"file": f["path"], "cell": f.get("cell"), "line": f["line"], "rule": f"{f['code']} {f['name']}",
-             "severity": f["severity"], "message": f["message"], "card": f.get("url") or card_url(f["topic"]),
+             "severity": f["severity"], "confidence": f.get("confidence", "sure"), "message": f["message"],
+             "card": f.get("url") or card_url(f["topic"]),
              "measured": ", ".join(f"{k}={v}" for k, v in (f.get("measured") or {}).items())} for f in findings]
     optional = {"cell": any(r["cell"] is not None for r in rows), "measured": any(r["measured"] for r in rows)}
+    # "possible": the reviewer could not prove one of the rule's premises from this code (a pasted
+    # fragment rarely shows the whole loop); "sure": it did.
     st.dataframe(rows, hide_index=True, width="stretch", column_order=[
-        c for c in ("file", "cell", "line", "rule", "severity", "message", "measured", "card") if optional.get(c, True)],
+        c for c in ("file", "cell", "line", "rule", "severity", "confidence", "message", "measured", "card")
+        if optional.get(c, True)],
         column_config={"card": st.column_config.LinkColumn("card", display_text="open card")})
 
 
@@ -137,7 +141,7 @@ def show_run(name: str, result: dict) -> None:
 def review(api, src: Source) -> list:
     """The reviewer's findings for one source; notebooks go through its notebook reader."""
     if src.cells is None:
-        return list(api.review_source(src.text, src.name))
+        return list(api.review_source(src.text, src.name, show_possible=True))
     return list(api.review_notebook(src.text, src.name, api.default_rules(), api.card_url_factory()))
 
 

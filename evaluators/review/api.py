@@ -64,6 +64,7 @@ class ReviewResult:
     notes: list[Note] = field(default_factory=list)
     files: int = 0  # files actually reviewed (parsed or attempted)
     errors: int = 0  # files the reviewer crashed on (reported as notes; the batch went on)
+    hidden: int = 0  # "possible" findings left out (shown with show_possible)
 
     @property
     def exit_code(self) -> int:
@@ -73,13 +74,18 @@ class ReviewResult:
         return 1 if self.findings else 0
 
 
+def shown(findings: Sequence[Finding], show_possible: bool) -> list[Finding]:
+    """The findings a report shows: the sure ones, and the possible ones only on request."""
+    return list(findings) if show_possible else [f for f in findings if f.confidence == "sure"]
+
+
 def review_source(source: str, filename: str = "<pasted>", *, select: Sequence[str] | None = None,
                   ignore: Sequence[str] | None = None, rules: Sequence[Rule] | None = None,
-                  card_url: Callable[[str], str] | None = None) -> list[Finding]:
+                  card_url: Callable[[str], str] | None = None, show_possible: bool = False) -> list[Finding]:
     """Findings for one piece of Python source (a pasted snippet or a file's text)."""
     rules = list(rules) if rules is not None else registry.select(list(select or []), list(ignore or []))
     try:
-        return engine.check_source(source, filename, rules, card_url or card_url_factory())
+        return shown(engine.check_source(source, filename, rules, card_url or card_url_factory()), show_possible)
     except RecursionError as exc:
         raise ReviewError(f"{filename}: too deeply nested to review") from exc
     except Exception as exc:  # a rule bug must surface as one clear error, not a stack
@@ -137,9 +143,11 @@ def _work(paths: list[str]) -> list[tuple[list[Finding], list[Note]]]:
 
 def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
                  exclude: Sequence[str] = (), max_file_size: int = DEFAULT_MAX_BYTES, respect_gitignore: bool = True,
-                 jobs: int | None = None, progress: bool | None = None, include_tests: bool = False) -> ReviewResult:
+                 jobs: int | None = None, progress: bool | None = None, include_tests: bool = False,
+                 show_possible: bool = False) -> ReviewResult:
     """Review files, directories (recursive) and notebooks; `-` reads standard input. Test files
-    inside directories are skipped unless `include_tests` (files named explicitly never are)."""
+    inside directories are skipped unless `include_tests` (files named explicitly never are).
+    Possible findings are counted in `hidden` unless `show_possible`."""
     rules = registry.select(list(select or []), list(ignore or []))
     card_url = card_url_factory()  # a bound method of Settings: picklable for the workers
     result = ReviewResult()
@@ -185,7 +193,9 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
             result.errors += sum(n.message.startswith(INTERNAL) for n in notes)
             bar.update(1)
     bar.close()
-    result.findings.sort(key=Finding.sort_key)
+    kept = shown(result.findings, show_possible)
+    result.hidden = len(result.findings) - len(kept)
+    result.findings = sorted(kept, key=Finding.sort_key)
     return result
 
 
@@ -229,7 +239,10 @@ def _parses(src: str) -> bool:
 def review_blocks(blocks: Sequence[str], *, notes: list[str] | None = None, **kwargs) -> list[Finding]:
     """Findings for code pasted in a chat message, one block at a time (`block N` names each one).
     With `notes`, a block the reviewer fails on is a note there and the other blocks still count
-    (a reviewer bug must not cost the user the answer); without, the ReviewError is raised."""
+    (a reviewer bug must not cost the user the answer); without, the ReviewError is raised.
+    Possible findings are included, marked as such: a pasted fragment rarely shows the whole loop
+    the reviewer would need to prove a premise, and the reader is there to judge them."""
+    kwargs.setdefault("show_possible", True)
     findings: list[Finding] = []
     for i, block in enumerate(blocks, 1):
         name = "<pasted>" if len(blocks) == 1 else f"<pasted block {i}>"

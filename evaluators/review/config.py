@@ -5,7 +5,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KEYS = ("select", "ignore", "exclude", "max-file-size", "include-tests")
+KEYS = ("select", "ignore", "exclude", "max-file-size", "include-tests", "show-possible", "baseline")
 DEFAULT_MAX_BYTES = 1_000_000  # larger .py files are generated code, not something to review
 
 
@@ -20,6 +20,8 @@ class ReviewConfig:
     exclude: list[str] = field(default_factory=list)
     max_file_size: int = DEFAULT_MAX_BYTES
     include_tests: bool = False  # review tests/, test_*.py, *_test.py, conftest.py inside directories
+    show_possible: bool = False  # also findings whose premises were not proven
+    baseline: str | None = None  # a baseline file of accepted findings (relative to the pyproject)
     source: Path | None = None
 
 
@@ -67,8 +69,12 @@ def load(path: Path | None) -> ReviewConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{path}: [tool.jaxmem] max-file-size must be a positive number of bytes, got {value!r}")
             cfg.max_file_size = value
-        elif key == "include-tests":
+        elif key in ("include-tests", "show-possible"):
             if not isinstance(value, bool):
-                raise ConfigError(f"{path}: [tool.jaxmem] include-tests must be true or false, got {value!r}")
-            cfg.include_tests = value
+                raise ConfigError(f"{path}: [tool.jaxmem] {key} must be true or false, got {value!r}")
+            setattr(cfg, key.replace("-", "_"), value)
+        elif key == "baseline":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{path}: [tool.jaxmem] baseline must be a file path, got {value!r}")
+            cfg.baseline = str(path.parent / value)
     return cfg

@@ -207,7 +207,11 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
     marks = suppressed(lines) if "jaxmem" in source else {}
     findings = [f for f in ctx.findings if not _is_suppressed(f, marks)] if marks else ctx.findings
     # One finding per rule and place: nested loops or two matching patterns never double-report.
-    unique = {(f.code, f.line, f.col): f for f in findings}
+    unique: dict[tuple, Finding] = {}
+    for f in findings:
+        key = (f.code, f.line, f.col)
+        if key not in unique or (f.confidence == "sure" and unique[key].confidence != "sure"):
+            unique[key] = f
     return sorted(unique.values(), key=Finding.sort_key)
 
 
@@ -226,6 +230,7 @@ def mark_per_step(analysis: semantic.Analysis) -> None:
         if loops.small_loop(loop, analysis, scope) or loops.epoch_loop(loop):
             continue
         callee.per_step = call
+        callee.per_step_loop, callee.per_step_scope = loop, scope
 
 
 def newer_syntax(exc: Exception, lines: list[str]) -> str | None:

@@ -5,6 +5,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SEVERITIES = ("error", "warning", "info")
+# How sure the reviewer is. "sure": the semantic model proved the rule's premises (a device
+# array, read on every step of a loop that trains); "possible": it had to guess one of them.
+# Default output, exit status, SARIF and the pre-commit hook show the sure ones.
+CONFIDENCES = ("sure", "possible")
 
 
 @dataclass(slots=True)
@@ -22,6 +26,10 @@ class Finding:
     source_line: str = ""
     cell: int | None = None  # notebooks: 1-based index among all cells, as Jupyter shows them
     measured: dict[str, Any] = field(default_factory=dict)
+    confidence: str = "sure"
+    # What a run of the code showed on this line (`--run`): {"status": "confirmed" | "not-seen",
+    # "per_step": {...}, "first_step": {...}}; None when nothing was run.
+    runtime: dict[str, Any] | None = None
 
     @property
     def location(self) -> str:

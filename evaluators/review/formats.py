@@ -22,22 +22,33 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
 
 
-def summary_line(findings: Sequence[Finding], files: int | None = None) -> str:
+JSON_VERSION = 2  # 2: findings carry `confidence` and `runtime`; the summary counts hidden possible ones
+
+
+def summary_line(findings: Sequence[Finding], files: int | None = None, hidden: int = 0) -> str:
+    more = (f" {_plural(hidden, 'possible finding')} not shown (--show-possible shows "
+            f"{'it' if hidden == 1 else 'them'})." if hidden else "")
     if not findings:
-        return "No findings." if files is None else f"No findings in {_plural(files, 'file')}."
+        return ("No findings." if files is None else f"No findings in {_plural(files, 'file')}.") + more
     sev = Counter(f.severity for f in findings)
     parts = ", ".join(_plural(sev[s], s) for s in ("error", "warning", "info") if sev[s])
     where = f" in {_plural(files, 'file')}" if files is not None else ""
-    return f"Found {_plural(len(findings), 'finding')} ({parts}){where}."
+    possible = sum(f.confidence != "sure" for f in findings)
+    which = f", {possible} of them possible" if possible else ""
+    return f"Found {_plural(len(findings), 'finding')} ({parts}{which}){where}." + more
+
+
+def _tag(f: Finding) -> str:
+    return "" if f.confidence == "sure" else "[possible] "
 
 
 def format_text(findings: Sequence[Finding], notes: Sequence[Note] = (), *, verbose: bool = False,
-                files: int | None = None, summary: bool = True) -> str:
+                files: int | None = None, summary: bool = True, hidden: int = 0) -> str:
     """`path:line:col: CODE message`; verbose adds the source line, the fix and the card link."""
     out = []
     for f in findings:
         measured = f" [measured: {_measured(f)}]" if f.measured else ""
-        out.append(f"{f.location}: {f.code} {f.message}{measured}")
+        out.append(f"{f.location}: {f.code} {_tag(f)}{f.message}{measured}")
         if verbose:
             if f.source_line:
                 out.append(f"    | {f.source_line}")
@@ -46,7 +57,7 @@ def format_text(findings: Sequence[Finding], notes: Sequence[Note] = (), *, verb
             out.append(f"    = see: {f.url}" if f.url else f"    = card: {f.topic}")
     out.extend(f"note: {n.path}: {n.message}" for n in notes)
     if summary:
-        out.append(summary_line(findings, files))
+        out.append(summary_line(findings, files, hidden))
     return "\n".join(out) + "\n"
 
 
@@ -55,12 +66,14 @@ def _measured(f: Finding) -> str:
 
 
 def format_json(findings: Sequence[Finding], notes: Sequence[Note] = (), *, files: int | None = None,
-                run: dict | None = None) -> str:
+                run: dict | None = None, hidden: int = 0) -> str:
     """`run`: the verifier's result for `--run`, included as it came (counts, backend, errors)."""
     doc = {
-        "version": 1,
+        "version": JSON_VERSION,
         "summary": {"findings": len(findings), "files": files,
                     "by_severity": dict(Counter(f.severity for f in findings)),
+                    "by_confidence": dict(Counter(f.confidence for f in findings)),
+                    "possible_not_shown": hidden,
                     "by_code": dict(sorted(Counter(f.code for f in findings).items()))},
         "findings": [f.to_dict() for f in findings],
         "notes": [n.to_dict() for n in notes],
@@ -149,8 +162,10 @@ def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rul
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(f.path), "uriBaseId": "%SRCROOT%"},
                                                 "region": region}}],
             "partialFingerprints": {"jaxmemFingerprint/v1": fp},
-            "properties": {"topic": f.topic, **({"cell": f.cell, "cellLine": f.line} if f.cell is not None else {}),
-                           **({"measured": f.measured} if f.measured else {})},
+            "properties": {"topic": f.topic, "confidence": f.confidence,
+                           **({"cell": f.cell, "cellLine": f.line} if f.cell is not None else {}),
+                           **({"measured": f.measured} if f.measured else {}),
+                           **({"runtime": f.runtime} if f.runtime else {})},
         }
         if f.code in index:
             result["ruleIndex"] = index[f.code]
@@ -174,14 +189,15 @@ def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rul
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def format_markdown(findings: Sequence[Finding], notes: Sequence[Note] = (), *, files: int | None = None) -> str:
+def format_markdown(findings: Sequence[Finding], notes: Sequence[Note] = (), *, files: int | None = None,
+                    hidden: int = 0) -> str:
     """For chat and Slack: a summary line, then one bullet per finding with its fix and card."""
-    out = [f"**jaxmem review**: {summary_line(findings, files)}"]
+    out = [f"**jaxmem review**: {summary_line(findings, files, hidden)}"]
     if findings:
         out.append("")
     for f in findings:
         link = f" ([{f.topic}]({f.url}))" if f.url else f" (card `{f.topic}`)"
-        out.append(f"- `{f.location}` **{f.code}** {f.message}{link}")
+        out.append(f"- `{f.location}` **{f.code}** {'_(possible)_ ' if f.confidence != 'sure' else ''}{f.message}{link}")
         if f.source_line:
             out.append(f"  `{f.source_line.replace('`', chr(39))}`")
         out.append(f"  Fix: {f.fix}")

@@ -95,15 +95,21 @@ class Ctx:
     def parent(self) -> ast.AST | None:
         return self.stack[-2] if len(self.stack) > 1 else None
 
-    def kind(self, expr: ast.AST) -> str | None:
-        return self.analysis.kind(expr, self.scope)
+    def kind(self, expr: ast.AST, strict: bool = False) -> str | None:
+        return self.analysis.kind(expr, self.scope, strict)
+
+    def proven(self, expr: ast.AST, kind: str = "jax") -> bool:
+        """The semantic model proves `expr` holds this kind (not a guess)."""
+        return self.analysis.kind(expr, self.scope, True) == kind
 
     def qualname(self, expr: ast.AST) -> str | None:
         return self.analysis.qualname(expr)
 
     def report(self, rule: Rule, node: ast.AST, *, topic: str | None = None, message: str | None = None,
-               fix: str | None = None, severity: str | None = None, **fmt: object) -> None:
-        """Record a finding; `message`/`fix` replace the rule's templates for a variant of it."""
+               fix: str | None = None, severity: str | None = None, sure: bool = True, **fmt: object) -> None:
+        """Record a finding; `message`/`fix` replace the rule's templates for a variant of it.
+        `sure`: the rule's premises were proven by the semantic model (else the finding is
+        "possible": shown only on request)."""
         line = getattr(node, "lineno", 1)
         src = self.analysis.lines[line - 1] if 0 < line <= len(self.analysis.lines) else ""
         topic = topic or rule.topic
@@ -117,5 +123,5 @@ class Ctx:
             name=rule.name, message=template.format(**fmt) if fmt else template,
             severity=severity or rule.severity, topic=topic, fix=fix_text.format(**fmt) if fmt else fix_text,
             url=self.card_url(topic),
-            source_line=src.strip(),
+            source_line=src.strip(), confidence="sure" if sure else "possible",
         ))

@@ -12,7 +12,13 @@ from jaxmem.evaluators.review import cli as review_cli
 from jaxmem.evaluators.review.cli import command, rules_table
 from jaxmem.evaluators.review.registry import all_rules
 
-BAD = "import jax.numpy as jnp\nfor i in range(100):\n    x = jnp.ones(3)\n    print(float(x.sum()))\n"
+# A training loop (the step takes gradients and replaces its state) that reads the loss every
+# step: a sure JM101. The same read in a loop that does not train is only a possible finding.
+BAD = ("import jax\nimport jax.numpy as jnp\nfrom functools import partial\n\n"
+       "@partial(jax.jit, donate_argnums=0)\ndef step(w, x):\n"
+       "    loss, g = jax.value_and_grad(lambda w: jnp.sum((x @ w) ** 2))(w)\n    return w - 0.1 * g, loss\n\n"
+       "def fit(w, xs):\n    for x in xs:\n        w, loss = step(w, x)\n        print(float(loss))\n    return w\n")
+UNPROVEN = "import jax.numpy as jnp\nfor i in range(100):\n    x = jnp.ones(3)\n    print(float(x.sum()))\n"
 CLEAN = "import jax.numpy as jnp\nx = jnp.ones(3)\nprint(float(x.sum()))\n"
 
 
@@ -20,6 +26,7 @@ CLEAN = "import jax.numpy as jnp\nx = jnp.ones(3)\nprint(float(x.sum()))\n"
 def files(tmp_path: Path) -> Path:
     (tmp_path / "bad.py").write_text(BAD)
     (tmp_path / "clean.py").write_text(CLEAN)
+    (tmp_path / "toy.py").write_text(UNPROVEN)
     return tmp_path
 
 
@@ -38,18 +45,20 @@ def test_exit_status_follows_findings(files: Path):
     assert run(str(files / "clean.py")).exit_code == 0
     res = run(str(files / "bad.py"))
     assert res.exit_code == 1
-    assert res.output.startswith(f"{files / 'bad.py'}:4:11: JM101 ")
+    assert res.output.startswith(f"{files / 'bad.py'}:13:15: JM101 ")
     assert res.output.rstrip().endswith("Found 1 finding (1 warning) in 1 file.")
 
 
 def test_stdin_is_pasted_code():
     res = run("-", input=BAD)
-    assert res.exit_code == 1 and res.output.startswith("<stdin>:4:11: JM101")
+    assert res.exit_code == 1 and res.output.startswith("<stdin>:13:15: JM101")
 
 
 def test_formats(files: Path):
     doc = json.loads(run(str(files), "--format", "json").output)
-    assert doc["summary"]["findings"] == 1 and doc["summary"]["files"] == 2
+    assert doc["version"] == 2
+    assert doc["summary"]["findings"] == 1 and doc["summary"]["files"] == 3
+    assert doc["summary"]["possible_not_shown"] == 1 and doc["findings"][0]["confidence"] == "sure"
     sarif = json.loads(run(str(files), "--format", "sarif").output)
     assert sarif["version"] == "2.1.0" and sarif["runs"][0]["results"][0]["ruleId"] == "JM101"
     assert run(str(files), "--format", "markdown").output.startswith("**jaxmem review**: Found 1 finding")
@@ -109,15 +118,15 @@ def test_run_attaches_measurements(files: Path, monkeypatch):
                 "host_sync_lines": [{"line": 4, "source": "print(float(x.sum()))", "count": 3}]}
 
     monkeypatch.setattr(review_cli, "runner", lambda: fake_runner)
-    res = run("--run", str(files / "bad.py"))
-    assert seen["path"] == str(files / "bad.py")
+    res = run("--run", str(files / "toy.py"), "--show-possible")
+    assert seen["path"] == str(files / "toy.py")
     assert "[measured: backend=cpu, host_syncs_at_line=3, host_syncs_total=3]" in res.output
     assert "ran on cpu, jax 0.10.2: h2d_transfers=0, host_syncs=3, compile_count=2, peak_rss=200 MiB" in res.output
 
 
 @pytest.mark.slow
 def test_run_with_the_real_verifier(files: Path):
-    res = CliRunner().invoke(command, ["--run", str(files / "bad.py"), "--format", "json"])
+    res = CliRunner().invoke(command, ["--run", str(files / "toy.py"), "--format", "json", "--show-possible"])
     doc = json.loads(res.output)
     (finding,) = doc["findings"]
     # The loop reads x 100 times on the host: the verifier must see those syncs at line 4.
@@ -136,3 +145,39 @@ def test_a_missing_path_is_an_error_not_zero_findings(tmp_path):
     good.write_text("import jax.numpy as jnp\nx = jnp.ones(3)\n")
     result = CliRunner().invoke(command, [str(tmp_path / "missing.py"), str(good)])
     assert result.exit_code == 2 and "No findings in 1 file" in result.output  # the rest is still reviewed
+
+
+def test_possible_findings_are_shown_only_on_request(files: Path):
+    """The toy loop (a JAX read in a loop that trains nothing) is a possible finding: hidden by
+    default, with a line saying so; --show-possible shows it marked and it counts for the exit."""
+    toy = str(files / "toy.py")
+    quiet = run(toy)
+    assert quiet.exit_code == 0
+    assert "No findings in 1 file. 1 possible finding not shown (--show-possible shows it)." in quiet.output
+    shown = run(toy, "--show-possible")
+    assert shown.exit_code == 1
+    assert ": JM101 [possible] `float(x.sum())`" in shown.output
+    sarif = json.loads(run(toy, "--show-possible", "--format", "sarif").output)
+    assert sarif["runs"][0]["results"][0]["properties"]["confidence"] == "possible"
+
+
+def test_baseline_leaves_out_accepted_findings_and_shows_new_ones(files: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(files)
+    written = run("bad.py", "--write-baseline", "base.json")
+    assert written.exit_code == 0 and "Wrote 1 finding to base.json" in written.output
+    again = run("bad.py", "--baseline", "base.json")
+    assert again.exit_code == 0, again.output
+    assert "1 finding left out: recorded in this baseline" in again.output
+    # A new finding (another training loop that reads its loss) is reported; the accepted one is not.
+    (files / "bad.py").write_text(BAD + "\n\ndef fit_again(w, xs):\n    for x in xs:\n"
+                                        "        w, loss = step(w, x)\n        print(loss.item())\n    return w\n")
+    new = run("bad.py", "--baseline", "base.json")
+    assert new.exit_code == 1 and "loss.item()" in new.output and "float(loss)" not in new.output
+
+
+def test_a_bad_baseline_file_names_itself_and_the_fix(files: Path):
+    (files / "junk.json").write_text("{}")
+    res = run(str(files / "bad.py"), "--baseline", str(files / "junk.json"))
+    assert res.exit_code == 2 and "junk.json: not a jaxmem baseline" in res.output
+    res = run(str(files / "bad.py"), "--baseline", str(files / "missing.json"))
+    assert res.exit_code == 2 and "no such baseline file" in res.output

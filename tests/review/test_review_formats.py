@@ -33,7 +33,7 @@ def schema():
 
 
 def _sample():
-    return review_source(SAMPLE.read_text(encoding="utf-8"), "src/train loop.py")
+    return review_source(SAMPLE.read_text(encoding="utf-8"), "src/train loop.py", show_possible=True)
 
 
 def test_sarif_is_valid_and_complete(schema, monkeypatch):
@@ -77,8 +77,8 @@ def test_sarif_without_a_public_web_app_carries_the_card_instead_of_a_link(schem
 
 
 def test_sarif_with_a_parse_error_and_a_notebook_is_valid(schema):
-    broken = review_source("def f(:\n", "bad.py")
-    nb = review_source("import jax\n", "nb.ipynb")
+    broken = review_source("def f(:\n", "bad.py", show_possible=True)
+    nb = review_source("import jax\n", "nb.ipynb", show_possible=True)
     for f in nb:
         f.cell = 2
     doc = json.loads(format_sarif(broken + nb, rules=registry.select(["JM1"]), card_url=card_url_factory()))
@@ -88,12 +88,12 @@ def test_sarif_with_a_parse_error_and_a_notebook_is_valid(schema):
 
 def test_fingerprints_survive_line_shifts_and_differ_per_occurrence():
     src = SAMPLE.read_text(encoding="utf-8")
-    a = review_source(src, "t.py")
-    b = review_source("\n\n# a comment moves every line\n" + src, "t.py")
+    a = review_source(src, "t.py", show_possible=True)
+    b = review_source("\n\n# a comment moves every line\n" + src, "t.py", show_possible=True)
     assert [f.line + 3 for f in a] == [f.line for f in b]
     assert fingerprints(a) == fingerprints(b)
     twice = review_source("import jax.numpy as jnp\nfor i in range(100):\n    float(jnp.ones(()))\n"
-                          "for i in range(100):\n    float(jnp.ones(()))\n", "t.py")
+                          "for i in range(100):\n    float(jnp.ones(()))\n", "t.py", show_possible=True)
     assert len(set(fingerprints(twice))) == 2
 
 

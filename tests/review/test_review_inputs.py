@@ -36,7 +36,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def test_bad_input_gets_clear_messages_and_the_batch_finishes(tree: Path):
-    result = review_paths([str(tree)], jobs=1)
+    result = review_paths([str(tree)], jobs=1, show_possible=True)
     by_file = {Path(f.path).name: f for f in result.findings}
     notes = {Path(n.path).name: n.message for n in result.notes}
     assert by_file["good.py"].code == "JM101"
@@ -51,7 +51,7 @@ def test_bad_input_gets_clear_messages_and_the_batch_finishes(tree: Path):
 
 
 def test_directory_without_python_and_missing_paths(tree: Path):
-    result = review_paths([str(tree / "nopy"), str(tree / "missing"), str(tree / "notes.txt")], jobs=1)
+    result = review_paths([str(tree / "nopy"), str(tree / "missing"), str(tree / "notes.txt")], jobs=1, show_possible=True)
     assert result.findings == [] and result.exit_code == 0
     messages = [n.message for n in result.notes]
     assert any("no Python files" in m for m in messages)
@@ -67,8 +67,8 @@ def test_gitignore_and_excludes(tmp_path: Path):
         p.write_text(BAD_LOOP)
     def names(r):
         return sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
-    assert names(review_paths([str(tmp_path)], exclude=["skipme"], jobs=1)) == ["a.py", "pkg/d.py"]
-    everything = names(review_paths([str(tmp_path)], respect_gitignore=False, jobs=1))
+    assert names(review_paths([str(tmp_path)], exclude=["skipme"], jobs=1, show_possible=True)) == ["a.py", "pkg/d.py"]
+    everything = names(review_paths([str(tmp_path)], respect_gitignore=False, jobs=1, show_possible=True))
     assert everything == ["a.py", "generated/b.py", "pkg/c_pb2.py", "pkg/d.py", "skipme/f.py"]
 
 
@@ -80,7 +80,7 @@ def test_notebook_findings_point_at_cell_and_line(tmp_path: Path):
         ("code", "%%bash\necho hi"),
         ("code", "total = 0.0\nfor i in range(100):\n    x = jnp.ones(3)\n    total += float(x.sum())"),
     ]))
-    result = review_paths([str(nb)], jobs=1)
+    result = review_paths([str(nb)], jobs=1, show_possible=True)
     (f,) = result.findings
     assert (f.cell, f.line, f.code) == (4, 4, "JM101")
     assert f.location == f"{nb}:cell 4:4:14"
@@ -88,9 +88,9 @@ def test_notebook_findings_point_at_cell_and_line(tmp_path: Path):
 
 def test_suppression_comments():
     src = BAD_LOOP.replace("print(float(x.sum()))", "print(float(x.sum()))  # jaxmem: ignore[JM101]")
-    assert review_source(src) == []
-    assert review_source(BAD_LOOP.replace("x.sum()))", "x.sum()))  # jaxmem: ignore")) == []
-    assert [f.code for f in review_source(BAD_LOOP.replace("x.sum()))", "x.sum()))  # jaxmem: ignore[JM2]"))] == ["JM101"]
+    assert review_source(src, show_possible=True) == []
+    assert review_source(BAD_LOOP.replace("x.sum()))", "x.sum()))  # jaxmem: ignore"), show_possible=True) == []
+    assert [f.code for f in review_source(BAD_LOOP.replace("x.sum()))", "x.sum()))  # jaxmem: ignore[JM2]"), show_possible=True)] == ["JM101"]
 
 
 def test_pyproject_section(tmp_path: Path):
@@ -109,19 +109,19 @@ def test_pyproject_section(tmp_path: Path):
 def test_question_code_blocks():
     q = f"Why is this slow?\n```python\n{BAD_LOOP}```\nand this:\n```\nx = 1\n```"
     assert len(extract_code_blocks(q)) == 2
-    findings = review_question(q)
+    findings = review_question(q, show_possible=True)
     assert [(f.path, f.code) for f in findings] == [("<pasted block 1>", "JM101")]
     assert extract_code_blocks("how much memory does jit use?") == []
     assert extract_code_blocks("is ```x = jnp.ones(3)``` slow?") == ["x = jnp.ones(3)"]
     assert extract_code_blocks("```py\nimport jax\n```") == ["import jax\n"]
-    assert [f.code for f in review_question(BAD_LOOP)] == ["JM101"], "unfenced code that imports jax"
+    assert [f.code for f in review_question(BAD_LOOP, show_possible=True)] == ["JM101"], "unfenced code that imports jax"
 
 
 def test_parallel_batch_matches_serial(tmp_path: Path):
     for i in range(230):
         (tmp_path / f"m{i:03}.py").write_text(BAD_LOOP if i % 3 else "x = 1\n")
-    serial = review_paths([str(tmp_path)], jobs=1)
-    parallel = review_paths([str(tmp_path)], jobs=2)
+    serial = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    parallel = review_paths([str(tmp_path)], jobs=2, show_possible=True)
     assert [f.to_dict() for f in serial.findings] == [f.to_dict() for f in parallel.findings]
     assert len(serial.findings) == 153 and serial.files == 230
 
@@ -137,20 +137,20 @@ def test_a_crashing_rule_skips_one_file_and_exits_2(tmp_path: Path, monkeypatch)
         raise KeyError("boom")
 
     monkeypatch.setattr(mod.HostScalarConversionInLoop, "check", explode)
-    result = review_paths([str(tmp_path)], jobs=1)
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
     assert result.exit_code == 2 and result.errors == 1
     (note,) = [n for n in result.notes if n.message.startswith(api.INTERNAL)]
     assert note.path.endswith("a.py") and "KeyError" in note.message
     with pytest.raises(api.ReviewError, match="<pasted>: internal error while reviewing: KeyError"):
-        review_source(BAD_LOOP)
+        review_source(BAD_LOOP, show_possible=True)
 
 
 def test_progress_bar_for_long_batches(tmp_path: Path, capsys):
     for i in range(60):
         (tmp_path / f"m{i}.py").write_text("x = 1\n")
-    review_paths([str(tmp_path)], jobs=1, progress=True)
+    review_paths([str(tmp_path)], jobs=1, progress=True, show_possible=True)
     assert "jaxmem review" in capsys.readouterr().err
-    review_paths([str(tmp_path)], jobs=1, progress=False)
+    review_paths([str(tmp_path)], jobs=1, progress=False, show_possible=True)
     assert capsys.readouterr().err == ""
 
 
@@ -158,7 +158,7 @@ def test_magics_inside_blocks_keep_the_cell_valid(tmp_path: Path):
     nb = tmp_path / "colab.ipynb"
     nb.write_text(_nb([("code", "import jax.numpy as jnp\nmount = 'no'\nif mount == 'yes':\n  !ls /content\n"
                                  "for i in range(100):\n    print(float(jnp.ones(2).sum()))")]))
-    (f,) = review_paths([str(nb)], jobs=1).findings
+    (f,) = review_paths([str(nb)], jobs=1, show_possible=True).findings
     assert (f.code, f.cell, f.line) == ("JM101", 1, 6)
 
 
@@ -170,13 +170,13 @@ def test_test_files_are_skipped_by_default_and_can_be_included(tmp_path: Path):
         p.write_text(BAD_LOOP)
     def names(r):
         return sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
-    default = review_paths([str(tmp_path)], jobs=1)
+    default = review_paths([str(tmp_path)], jobs=1, show_possible=True)
     assert names(default) == ["pkg/contest.py", "train.py"]
     assert any("5 test files not reviewed" in n.message and "--include-tests" in n.message for n in default.notes)
-    assert len(names(review_paths([str(tmp_path)], jobs=1, include_tests=True))) == 7
+    assert len(names(review_paths([str(tmp_path)], jobs=1, include_tests=True, show_possible=True))) == 7
     # Named explicitly, or a tests folder given as the path: reviewed.
-    assert names(review_paths([str(tmp_path / "tests" / "test_train.py")], jobs=1)) == ["tests/test_train.py"]
-    assert names(review_paths([str(tmp_path / "tests")], jobs=1)) == ["tests/helpers.py", "tests/test_train.py"]
+    assert names(review_paths([str(tmp_path / "tests" / "test_train.py")], jobs=1, show_possible=True)) == ["tests/test_train.py"]
+    assert names(review_paths([str(tmp_path / "tests")], jobs=1, show_possible=True)) == ["tests/helpers.py", "tests/test_train.py"]
     (tmp_path / "pyproject.toml").write_text("[tool.jaxmem]\ninclude-tests = true\n")
     assert config.load(config.find_pyproject(tmp_path)).include_tests is True
     (tmp_path / "pyproject.toml").write_text('[tool.jaxmem]\ninclude-tests = "yes"\n')
@@ -193,7 +193,7 @@ def test_ipython_syntax_is_skipped_line_by_line_and_bad_cells_alone(tmp_path: Pa
         ("code", "def broken(:\n    pass"),
         ("code", "for i in range(100):\n    print(float(jnp.ones(2).sum()))"),
     ]))
-    result = review_paths([str(nb)], jobs=1)
+    result = review_paths([str(nb)], jobs=1, show_possible=True)
     assert [(f.code, f.cell, f.line) for f in result.findings] == [("JM101", 5, 2)]
     (note,) = result.notes
     assert note.message.startswith("cell 4: not Python") and "the others reviewed" in note.message
@@ -204,16 +204,16 @@ def test_newer_python_syntax_is_a_note_not_an_error(tmp_path: Path):
 
     src = "type Vector = list[float]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n"
     (tmp_path / "generic.py").write_text(src)
-    result = review_paths([str(tmp_path / "generic.py")], jobs=1)
+    result = review_paths([str(tmp_path / "generic.py")], jobs=1, show_possible=True)
     if sys.version_info >= (3, 12):
         assert result.findings == [] and result.notes == []
         return
     assert result.findings == [] and result.exit_code == 0
     (note,) = result.notes
     assert "PEP 695" in note.message and "Python 3.12 or newer" in note.message
-    (pasted,) = review_source(src)
+    (pasted,) = review_source(src, show_possible=True)
     assert pasted.code == "JM001" and pasted.severity == "info" and "3.12" in pasted.message
-    (real,) = review_source("def f(:\n    pass\n")
+    (real,) = review_source("def f(:\n    pass\n", show_possible=True)
     assert real.severity == "error" and "cannot parse" in real.message
 
 
@@ -229,5 +229,5 @@ def test_compiler_warnings_about_reviewed_code_stay_quiet(tmp_path: Path, suffix
     path.write_text(_nb([("code", code)]) if suffix == ".ipynb" else code.replace("%timeit x\n", ""))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        review_paths([str(path)], jobs=1)
+        review_paths([str(path)], jobs=1, show_possible=True)
     assert not [w for w in caught if issubclass(w.category, (SyntaxWarning, DeprecationWarning))]

@@ -62,7 +62,8 @@ def test_fixture_folders_name_existing_rules():
 def test_fixture(path: Path):
     code = path.parent.name
     rel = f"{code}/{path.name}"
-    findings = review_source(path.read_text(encoding="utf-8"), rel, select=["ALL"])  # opt-in rules too
+    # Opt-in rules too, and possible findings too (the golden output marks them "[possible]").
+    findings = review_source(path.read_text(encoding="utf-8"), rel, select=["ALL"], show_possible=True)
     fired = [f for f in findings if f.code == code]
     if path.name.startswith("bad_"):
         assert fired, f"{rel}: {code} did not fire"

@@ -121,11 +121,13 @@ def is_test(rel: str) -> bool:
 
 
 def review(paths: list[str], jobs: int | None = None) -> api.ReviewResult:
-    """What `jaxmem review PATHS` runs: the nearest pyproject's [tool.jaxmem], else defaults."""
+    """What `jaxmem review PATHS --show-possible` runs: the nearest pyproject's [tool.jaxmem],
+    else defaults; both confidence tiers, so each is labelled and measured (the default output
+    is the sure tier)."""
     cfg = config.load(config.find_pyproject(Path(paths[0])))
     return api.review_paths(paths, select=cfg.select, ignore=cfg.ignore, exclude=cfg.exclude,
                             max_file_size=cfg.max_file_size, jobs=jobs, progress=False,
-                            include_tests=cfg.include_tests)
+                            include_tests=cfg.include_tests, show_possible=True)
 
 
 def key(rel: str, cell, line: int, code: str) -> tuple:
@@ -157,6 +159,8 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
     # Precision: per rule and overall, split into non-test and test files.
     table: dict[str, dict[str, Counter]] = defaultdict(lambda: {"non-test": Counter(), "test": Counter()})
     by_split: dict[str, dict[str, Counter]] = defaultdict(lambda: {"non-test": Counter(), "test": Counter()})
+    by_tier: dict[str, Counter] = {"sure": Counter(), "possible": Counter()}  # non-test findings
+    tier_rules: dict[str, dict[str, Counter]] = {"sure": defaultdict(Counter), "possible": defaultdict(Counter)}
     unlabeled, seen = [], set()
     for rel, f in findings:
         k = key(rel, f.cell, f.line, f.code)
@@ -164,11 +168,15 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
         label = labels.get(k)
         where = "test" if is_test(rel) else "non-test"
         if label is None:
-            unlabeled.append({"path": rel, "cell": f.cell, "line": f.line, "code": f.code, "message": f.message})
+            unlabeled.append({"path": rel, "cell": f.cell, "line": f.line, "code": f.code, "message": f.message,
+                              "confidence": f.confidence})
             by_split[split_of(rel, held, named)][where]["unlabeled"] += 1
             continue
         table[f.code][where][label["label"]] += 1
         by_split[split_of(rel, held, named)][where][label["label"]] += 1
+        if where == "non-test":
+            by_tier[f.confidence][label["label"]] += 1
+            tier_rules[f.confidence][f.code][label["label"]] += 1
     stale = [{"path": k[0], "cell": k[1], "line": k[2], "code": k[3]} for k in labels if k not in seen]
     rows = []
     totals = {"non-test": Counter(), "test": Counter()}
@@ -217,6 +225,10 @@ def run(repeats: int = 3, jobs: int = 2, split: str = "all") -> dict:
         "repos": [p.name for p in repos() if keep(p.name + "/")], "files": files, "findings": len(findings),
         "split": split, "held_out": sorted(held), "splits": splits,
         "by_rule": rows, "overall": overall,
+        "tiers": {t: {**{lab: c[lab] for lab in LABELS}, "precision": precision(c),
+                      "by_rule": {code: {**{lab: rc[lab] for lab in LABELS}, "precision": precision(rc)}
+                                  for code, rc in sorted(tier_rules[t].items())}}
+                  for t, c in by_tier.items()},
         "recall": {"found": found, "cases": len(recall_rows),
                    "recall": round(found / len(recall_rows), 3) if recall_rows else None, "rows": recall_rows},
         "unlabeled": unlabeled, "stale_labels": stale,
@@ -248,6 +260,11 @@ def render(r: dict) -> str:
         out.append(line(row["code"], row))
     out.append("-" * len(head))
     out.append(line("all", r["overall"]))
+    out += ["", "By confidence (non-test files; the default output shows the sure tier):"]
+    for tier, c in r["tiers"].items():
+        p = "-" if c["precision"] is None else f"{c['precision']:.2f}"
+        rules = ", ".join(f"{code} {v['TP']}/{v['TP'] + v['FP']}" for code, v in c["by_rule"].items())
+        out.append(f"  {tier:<9} TP {c['TP']:>3} FP {c['FP']:>3} deb {c['debatable']:>3} prec {p:>5}   ({rules})")
     out += ["", f"By split (held out: {', '.join(r['held_out'])}; held-out N: manifest"
             " `split: heldoutN`; non-test precision, test-file findings, recall):"]
     for name, sp in r["splits"].items():

@@ -29,6 +29,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.roles import per_step_read
 
 
 class BranchOnArrayInLoop(Rule):
@@ -52,7 +53,16 @@ class BranchOnArrayInLoop(Rule):
                for n in ast.walk(test)):
             return  # type dispatch (`isinstance(g, int) and g == 1`): the value may be a Python int
         if self._reads_array(test, ctx) and not periodic(ctx) and not (ctx.loops and not_per_step(ctx)):
-            ctx.report(self, test, what=describe(test))
+            # A test that decides whether to go on (a `while` condition, `if ...: break`) is a stop
+            # check: some read is needed unless the whole loop moves into lax.while_loop.
+            stop = isinstance(node, ast.While) or (isinstance(node, ast.If) and _exits(node.body))
+            how = per_step_read(ctx, self._values(test, ctx), stop_check=stop)
+            if how is not None:
+                ctx.report(self, test, what=describe(test), sure=how == "sure")
+
+    def _values(self, test: ast.AST, ctx: Ctx) -> list[ast.AST]:
+        return [n for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Subscript, ast.Call, ast.Attribute))
+                and ctx.kind(n) == "jax"]
 
     def _reads_array(self, test: ast.AST, ctx: Ctx) -> bool:
         if isinstance(test, ast.BoolOp):
@@ -66,6 +76,10 @@ class BranchOnArrayInLoop(Rule):
         if isinstance(test, (ast.Name, ast.Subscript, ast.Call, ast.BinOp)):
             return ctx.kind(test) == "jax"
         return False
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return any(isinstance(n, (ast.Break, ast.Return)) for stmt in body for n in ast.walk(stmt))
 
 
 RULE = BranchOnArrayInLoop()

@@ -70,12 +70,17 @@ class DonatedBufferUsedAfterCall(Rule):
             if call is None:
                 continue
             info = ctx.jit_info(call.func)
-            donated = self._donated_args(call, info, ctx)
+            # A NumPy array passed to a donating call is copied to the device and the copy is
+            # donated: the host array stays valid (JAX warns that it could not donate it).
+            donated = {n for n in self._donated_args(call, info, ctx) if ctx.kind(_name(call, n)) != "np"}
             rebound = _names(stmt, ast.Store)
+            # A loop target is bound afresh by every iteration, like a name the body re-binds.
+            bound_each_iteration = _names(ctx.stack[-1].target, ast.Store) if in_loop and isinstance(
+                ctx.stack[-1], (ast.For, ast.AsyncFor)) else set()
             for name in donated - rebound:
                 if self._read_later(name, body[i + 1:], ctx, call):
                     continue
-                if in_loop and not any(name in _names(s, ast.Store) for s in body):
+                if in_loop and name not in bound_each_iteration and not any(name in _names(s, ast.Store) for s in body):
                     # Next iteration passes the deleted buffer again.
                     self._emit(ctx, call, name, call, message=self.loop_message)
 
@@ -94,7 +99,9 @@ class DonatedBufferUsedAfterCall(Rule):
         return False
 
     def _emit(self, ctx: Ctx, node: ast.AST, name: str, call: ast.Call, message: str | None = None) -> None:
-        ctx.report(self, node, message=message, arg=name, func=ast.unparse(call.func), line=call.lineno)
+        # Sure where the donated value is proven a device array (a NumPy one is copied, not deleted).
+        ctx.report(self, node, message=message, arg=name, func=ast.unparse(call.func), line=call.lineno,
+                   sure=ctx.proven(_name(call, name)))
 
     @staticmethod
     def _donating_call(stmt: ast.stmt, ctx: Ctx) -> ast.Call | None:
@@ -122,13 +129,19 @@ class DonatedBufferUsedAfterCall(Rule):
             if pos in explicit or (info.donate_from is not None and pos >= info.donate_from
                                    and ctx.kind(arg) == "jax"):  # Equinox donates arrays only
                 out.add(arg.id)
-        params = info.params or ()
         for kw in call.keywords:
-            if isinstance(kw.value, ast.Name) and (
-                kw.arg in (info.donate_argnames or ()) or (kw.arg in params and params.index(kw.arg) in explicit)
-            ):
+            # By keyword, JAX's own rules: jax.pmap donates none; jit maps names through the signature.
+            if isinstance(kw.value, ast.Name) and kw.arg is not None and info.donates_keyword(kw.arg):
                 out.add(kw.value.id)
         return out
+
+
+def _name(call: ast.Call, name: str) -> ast.AST:
+    """The argument node that passes `name` to the call (for its kind at the call site)."""
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(arg, ast.Name) and arg.id == name:
+            return arg
+    return ast.Name(name, ast.Load(), lineno=call.lineno, col_offset=call.col_offset)
 
 
 RULE = DonatedBufferUsedAfterCall()

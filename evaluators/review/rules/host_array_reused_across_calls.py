@@ -26,6 +26,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, jitted_call_args_in_host_loop
 from jaxmem.evaluators.review.semantic.loops import enclosing_loop_of, not_per_step
+from jaxmem.evaluators.review.semantic.roles import per_step_transfer
 
 
 class HostArrayReusedAcrossCalls(Rule):
@@ -45,7 +46,7 @@ class HostArrayReusedAcrossCalls(Rule):
                     and enclosing_loop_of(ctx, arg.id) is None):
                 if not_per_step(ctx, TRANSFER_WORDS, sync=False):
                     return
-                ctx.report(self, arg, arg=arg.id, func=ast.unparse(node.func))
+                ctx.report(self, arg, arg=arg.id, func=ast.unparse(node.func), sure=per_step_transfer(ctx, arg))
                 return
 
 

@@ -27,6 +27,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, describe, jitted_call_args_in_host_loop
 from jaxmem.evaluators.review.semantic.loops import enclosing_loop_of, not_per_step
 from jaxmem.evaluators.review.semantic.names import end_pos, pos
+from jaxmem.evaluators.review.semantic.roles import per_step_transfer
 
 
 class HostArrayToJitInLoop(Rule):
@@ -45,7 +46,7 @@ class HostArrayToJitInLoop(Rule):
             if self._host_per_iteration(arg, ctx):
                 if not_per_step(ctx, TRANSFER_WORDS, sync=False):
                     return
-                ctx.report(self, arg, arg=describe(arg), func=describe(node.func))
+                ctx.report(self, arg, arg=describe(arg), func=describe(node.func), sure=per_step_transfer(ctx, arg))
                 return
 
     @staticmethod

@@ -29,6 +29,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.names import dotted
+from jaxmem.evaluators.review.semantic.roles import role
 
 DATA_HINTS = ("loader", "dataset", "data", "iter", "stream", "batches", "ds")
 PUT_NAMES = frozenset({"jax.device_put", "jax.make_array_from_process_local_data", "jax.make_array_from_callback"})
@@ -74,7 +75,12 @@ class HostBatchWithoutPrefetch(Rule):
                 ):
                     called = n
         if called is not None:
-            ctx.report(self, node, source=describe(node.iter), func=describe(called.func))
+            # Sure only where both premises are proven: the loop trains (its step replaces state and
+            # takes gradients) and the batches are host NumPy arrays (a data pipeline the reviewer
+            # cannot see may well prefetch already).
+            r = role(ctx.analysis, node, ctx.scope)
+            sure = r.role == "train" and r.proven and _host_source(node.iter, ctx)
+            ctx.report(self, node, source=describe(node.iter), func=describe(called.func), sure=sure)
 
 
 def _device_source(expr: ast.AST, ctx: Ctx, depth: int) -> bool:
@@ -91,6 +97,21 @@ def _device_source(expr: ast.AST, ctx: Ctx, depth: int) -> bool:
     if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _yields_device_arrays(fn, ctx):
         return True
     return any(_device_source(a, ctx, depth + 1) for a in expr.args)
+
+
+def _host_source(expr: ast.AST, ctx: Ctx) -> bool:
+    """The batches are proven host data: a NumPy array or list of them, or a local generator
+    whose every `yield` is one."""
+    if ctx.kind(expr, strict=True) in ("np", "hostlist"):
+        return True
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("enumerate", "zip") and expr.args:
+        return all(_host_source(a, ctx) for a in expr.args)
+    fn = ctx.analysis.resolve_def(expr.func, ctx.scope) if isinstance(expr, ast.Call) else None
+    scope = ctx.analysis.scopes.get(fn) if fn is not None else None
+    if scope is None:
+        return False
+    yields = [n for n in ast.walk(fn) if isinstance(n, ast.Yield) and n.value is not None]
+    return bool(yields) and all(ctx.analysis.kind(y.value, scope, True) in ("np", "hostlist") for y in yields)
 
 
 def _yields_device_arrays(fn: ast.AST, ctx: Ctx) -> bool:

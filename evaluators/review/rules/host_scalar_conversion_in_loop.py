@@ -34,6 +34,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.roles import per_step_read
 from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 CONVERTERS = frozenset({"float", "int", "bool", "complex"})
@@ -58,13 +59,15 @@ class HostScalarConversionInLoop(Rule):
         func = node.func
         name = builtin_name(ctx, func)
         if name in CONVERTERS and len(node.args) == 1 and ctx.kind(node.args[0]) == "jax":
-            what = f"{name}({describe(node.args[0])})"
+            what, value = f"{name}({describe(node.args[0])})", node.args[0]
         elif isinstance(func, ast.Attribute) and func.attr in ("item", "tolist") and ctx.kind(func.value) == "jax":
-            what = f"{describe(func.value)}.{func.attr}()"
+            what, value = f"{describe(func.value)}.{func.attr}()", func.value
         else:
             return
         if not periodic(ctx) and not not_per_step(ctx, READ_WORDS):
-            ctx.report(self, node, what=what)
+            how = per_step_read(ctx, [value])
+            if how is not None:
+                ctx.report(self, node, what=what, sure=how == "sure")
 
 
 RULE = HostScalarConversionInLoop()

@@ -53,11 +53,14 @@ class JitCreatedInLoop(Rule):
                "time (re-wrapping one function defined once would cost ~30 us per call instead)")
     fix = "Create the jitted function once, outside the loop, from a function defined once; pass changing values as arguments (static ones via static_argnums)."
     node_types = (ast.Call, ast.FunctionDef)
-    requires = ('jit',)
-    only_in_host_loops = True
+    requires = ('jit', 'pmap')
+
+    call_message = ("`{maker}` wraps {what}, a new function on every call of `{fn}`: it is traced and compiled "
+                    "again each time that function runs")
+    call_fix = "Build the jitted function once (in `__init__`, at module level, or cached) and call it here."
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
-        if not ctx.host_loop or loops.benchmark_function(ctx.scope, ctx.analysis):
+        if loops.benchmark_function(ctx.scope, ctx.analysis) or ctx.scope.traced:
             return  # a benchmark loop that makes a new function each time measures exactly that
         if isinstance(node, ast.Call):
             made = ctx.analysis.jit_from_call(node, ctx.scope)
@@ -66,18 +69,75 @@ class JitCreatedInLoop(Rule):
             parent = ctx.parent
             if isinstance(parent, ast.Attribute) and parent.attr in AOT:
                 return  # jax.jit(f).lower(...): ahead-of-time compilation, one per shape, on purpose
+            if self._kept(ctx):
+                return  # stored for later calls (`cache[key] = jax.jit(...)`, one per agent): built once each
             info, wrapped = made
-            if self._options_change(node, ctx):
-                return  # `out_shardings=shardings[name]` per iteration: each one compiles anyway
-            what = self._fresh(wrapped, ctx)
-            if what:
-                ctx.report(self, node, maker=_short(info.maker), what=what)
-        elif node in ctx.analysis.jitted_defs:
+            if ctx.host_loop:
+                if self._options_change(node, ctx):
+                    return  # `out_shardings=shardings[name]` per iteration: each one compiles anyway
+                what = self._fresh(wrapped, ctx)
+                if what:
+                    ctx.report(self, node, maker=_short(info.maker), what=what)
+            elif self._rebuilt_per_call(node, ctx):
+                # A function that wraps a fresh callable and uses it there: every call of that
+                # function compiles again. Sure when a host loop calls the function on every step.
+                what = self._fresh(wrapped, ctx, anywhere=True)
+                if what:
+                    ctx.report(self, node, message=self.call_message, fix=self.call_fix, maker=_short(info.maker),
+                               what=what, fn=getattr(ctx.scope.node, "name", "lambda"), sure=ctx.per_step_body)
+        elif node in ctx.analysis.jitted_defs and ctx.host_loop:
             ctx.report(self, node, maker="@" + _short(ctx.analysis.jitted_defs[node].maker),
                        what=f"`{node.name}`, defined inside the loop")
 
-    def _fresh(self, wrapped: ast.AST | None, ctx: Ctx) -> str | None:
-        """How the wrapped callable is new each iteration, or None when it is the same object."""
+    @staticmethod
+    def _rebuilt_per_call(node: ast.Call, ctx: Ctx) -> bool:
+        """The jitted function is made and used inside a function that runs again and again: a
+        method, or a function a loop calls (every step: per_step). Not a factory (it returns what
+        it built), not a driver (it has loops of its own: it builds once and runs the steps)."""
+        scope = ctx.scope
+        fn = scope.node
+        if ctx.loops or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or scope.has_loops:
+            return False
+        parent = ctx.parent
+        if isinstance(parent, ast.Call) and parent.func is node:
+            used = True  # `jax.jit(f)(x)`
+        elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+            name = parent.targets[0].id
+            used = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+                       for n in ast.walk(fn))
+            if any(isinstance(n, ast.Return) and _hands_back(n.value, name) for n in ast.walk(fn)):
+                return False  # a factory: the caller keeps what it returns
+        else:
+            return False
+        if not used:
+            return False
+        if ctx.per_step_body:
+            return True
+        called_in_loop = any(isinstance(c.func, ast.Name) and c.func.id == fn.name
+                             for c, _loop, _s, _g in ctx.analysis.loop_calls)
+        return scope.cls is not None and not fn.name.startswith("__") or called_in_loop
+
+    @staticmethod
+    def _kept(ctx: Ctx) -> bool:
+        """The jitted function is stored, not used once: assigned into a container or onto an
+        object (`fns[k] = jax.jit(...)`, `self.step = jax.jit(...)`), or made as an element of a
+        comprehension that builds a container of them."""
+        stack = ctx.stack
+        if any(isinstance(p, ast.If) and _cache_miss(p.test) for p in stack[:-1]):
+            return True  # `if fn is None:` / `if key not in cache:`: built once per key
+        for parent in reversed(stack[:-1]):
+            if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+                targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+                return any(isinstance(t, (ast.Subscript, ast.Attribute)) for t in targets)
+            if isinstance(parent, (ast.DictComp, ast.ListComp, ast.SetComp)):
+                return True
+            if isinstance(parent, ast.stmt):
+                return False
+        return False
+
+    def _fresh(self, wrapped: ast.AST | None, ctx: Ctx, anywhere: bool = False) -> str | None:
+        """How the wrapped callable is new each iteration (`anywhere`: each time this code runs),
+        or None when it is the same object."""
         a = ctx.analysis
         if wrapped is None:
             return None
@@ -106,13 +166,15 @@ class JitCreatedInLoop(Rule):
             return f"the bound method `{ast.unparse(wrapped)}`"
         if isinstance(wrapped, ast.Name):
             b = a.resolve(wrapped.id, ctx.scope, pos(wrapped))
-            if b is None or not self._in_loop(b.at, ctx):
+            if b is None or not (self._in_loop(b.at, ctx) or (anywhere and b.how in ("def", "assign")
+                                                               and ctx.scope.bindings.get(wrapped.id))):
                 return None
             if b.how == "def":
-                return f"`{wrapped.id}`, defined inside the loop"
+                return f"`{wrapped.id}`, defined {'here' if anywhere else 'inside the loop'}"
             if b.how == "assign" and b.index is None:
-                inner = self._fresh(b.value, ctx) if isinstance(b.value, (ast.Lambda, ast.Call)) else None
-                return f"`{wrapped.id}` ({inner} made inside the loop)" if inner else None
+                inner = self._fresh(b.value, ctx, anywhere) if isinstance(b.value, (ast.Lambda, ast.Call)) else None
+                where = "here" if anywhere else "inside the loop"
+                return f"`{wrapped.id}` ({inner} made {where})" if inner else None
         return None
 
     @staticmethod
@@ -128,6 +190,26 @@ class JitCreatedInLoop(Rule):
     @staticmethod
     def _in_loop(at: tuple[int, int], ctx: Ctx) -> bool:
         return any(pos(loop) <= at <= end_pos(loop) for loop in ctx.loops)
+
+
+def _hands_back(value: ast.AST | None, name: str) -> bool:
+    """`return fn` or `return fn, state`: the function itself is returned (not a call of it)."""
+    if isinstance(value, ast.Name):
+        return value.id == name
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return any(_hands_back(e, name) for e in value.elts)
+    return False
+
+
+def _cache_miss(test: ast.AST) -> bool:
+    """`fn is None`, `key not in cache`, `not cache.get(key)`: the branch builds what a cache lacks."""
+    if isinstance(test, ast.BoolOp):
+        return any(_cache_miss(v) for v in test.values)
+    if isinstance(test, ast.Compare):
+        return any(isinstance(op, ast.NotIn) for op in test.ops) or (
+            any(isinstance(op, ast.Is) for op in test.ops)
+            and any(isinstance(c, ast.Constant) and c.value is None for c in test.comparators))
+    return False
 
 
 def _instance_of_imported_class(attr: ast.Attribute, ctx: Ctx) -> bool:

@@ -29,6 +29,7 @@ from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, describe
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard
 from jaxmem.evaluators.review.semantic.loops import loop_targets, not_per_step
+from jaxmem.evaluators.review.semantic.roles import per_step_transfer
 
 CONVERTERS = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
 PUT = "jax.device_put"
@@ -59,12 +60,13 @@ class JnpArrayFromHostInLoop(Rule):
                 return  # `jnp.array([[dx, dy, dz]])`: a few Python numbers; the cost is noise next to the call
             if k in ("np", "hostlist", "scalar", "scalars") or (k == "list" and isinstance(arg, (ast.List, ast.ListComp))):
                 if not self._skip(ctx):
-                    ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg))
+                    ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg),
+                               sure=per_step_transfer(ctx, arg))
         elif q == PUT and isinstance(arg, ast.Name) and arg.id in loop_targets(ctx.loops[-1]) and ctx.kind(arg) == "np":
             # Items of a host collection, one per iteration (a prefetch loop puts whole batches
             # from an iterator, whose items are of unknown kind, and is not flagged).
             if not self._skip(ctx):
-                ctx.report(self, node, func="jax.device_put", arg=arg.id)
+                ctx.report(self, node, func="jax.device_put", arg=arg.id, sure=per_step_transfer(ctx, arg))
 
     @staticmethod
     def _skip(ctx: Ctx) -> bool:

@@ -39,9 +39,11 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._training import named_trained, training_call
 from jaxmem.evaluators.review.semantic import loops, sizes
-from jaxmem.evaluators.review.semantic.branches import under_periodic_guard
+from jaxmem.evaluators.review.semantic.branches import periodic_guard
+from jaxmem.evaluators.review.semantic.roles import call_role, replaced_state_calls
+from jaxmem.evaluators.review.semantic.training import named_trained, training_call
+from jaxmem.evaluators.review.semantic.walk import At
 
 
 def target_names(targets: list[ast.AST]) -> set[str]:
@@ -65,57 +67,70 @@ class MissingDonation(Rule):
     fix = "Donate the argument: `jax.jit(..., donate_argnums={pos})` (or donate_argnames) so the output reuses its buffer."
     fix_equinox = "Donate it: `eqx.filter_jit(donate=\"all\")` (or \"all-except-first\", passing what must survive first) so the output reuses its buffers."
     fix_haliax = "Donate it with `named_jit(..., donate_args=...)` so the output reuses its buffers."
-    node_types = (ast.Assign,)
+    fix_pmap_keyword = ("Pass the state positionally and donate its position (`jax.pmap(..., donate_argnums=...)`): "
+                        "pmap donates no argument passed by keyword.")
+    node_types = (ast.For, ast.AsyncFor, ast.While)
     requires = ('jit', 'pmap')
-    only_in_host_loops = True
 
-    def check(self, node: ast.Assign, ctx: Ctx) -> None:
-        if not ctx.host_loop or not isinstance(node.value, ast.Call):
+    def check(self, loop: ast.AST, ctx: Ctx) -> None:
+        if ctx.scope.traced or loops.benchmark_function(ctx.scope, ctx.analysis):
             return
-        call = node.value
-        info = ctx.jit_info(call.func)
-        if info is None or not info.donation_known or loops.benchmark_function(ctx.scope, ctx.analysis):
-            return
-        if under_periodic_guard(ctx):
-            return  # `if step % 1000 == 0: avg = refresh(avg)`: the extra copy lives every N-th step
+        short = loops.small_loop(loop, ctx.analysis, ctx.scope)
+        for call, replaced in replaced_state_calls(ctx.analysis, loop, ctx.scope):
+            info = ctx.jit_info(call.func)
+            if info is None or not info.donation_known or _guarded(call, loop, ctx):
+                continue  # `if step % 1000 == 0: avg = refresh(avg)`: the extra copy lives every N-th step
+            found = self._undonated(call, info, replaced)
+            if not found:
+                continue
+            # Reported where the step trains by any evidence (its name included); sure only where
+            # the loop's role is proven: the step's own body trains.
+            role = call_role(At(ctx.analysis, ctx.scope), call, replaced)
+            trains = training_call(call, ctx)
+            keep = [(p, arg) for p, arg in found
+                    if self._worth_donating(arg, loop, short, ctx, trains or named_trained(arg.id))]
+            if not keep:
+                continue
+            # The fix is at the definition, so one finding per jitted function is enough; every
+            # further call site would repeat it.
+            seen = ctx.memo.setdefault("missing_donation", set())
+            if id(info) in seen:
+                continue
+            seen.add(id(info))
+            args = ", ".join(dict.fromkeys(a.id for _p, a in keep))
+            positions = sorted({p for p, _a in keep})
+            fix = None
+            if info.maker.startswith("equinox."):
+                fix = self.fix_equinox
+            elif info.maker.startswith("haliax."):
+                fix = self.fix_haliax
+            elif info.pmapped and any(isinstance(a, ast.Name) and a in [k.value for k in call.keywords] for _p, a in keep):
+                fix = self.fix_pmap_keyword
+            # Sure where the loop proves it trains (the step's own body takes gradients or applies an
+            # optimizer) in a loop of many steps; a step trained only by its name, or a short loop,
+            # is possible.
+            sure = role.role == "train" and role.proven and not short
+            ctx.report(self, keep[0][1], arg=args, verb="are" if "," in args else "is", func=ast.unparse(call.func),
+                       pos=str(positions[0]) if len(positions) == 1 else str(tuple(positions)), fix=fix, sure=sure)
+
+    @staticmethod
+    def _undonated(call: ast.Call, info, replaced: frozenset[str]) -> list[tuple[int, ast.Name]]:
+        """The replaced arguments the call does not donate, by JAX's rules for its maker: a
+        positional argument by position, a keyword one by `donates_keyword` (pmap: never)."""
         static = info.static_positions()
-        names = target_names(node.targets)
         params = info.params or ()
         found: list[tuple[int, ast.Name]] = []
         for p, arg in enumerate(call.args):
             if isinstance(arg, ast.Starred):
                 break  # positions after *args are unknown
-            if isinstance(arg, ast.Name) and arg.id in names and not info.donates(p) and p not in static:
+            if isinstance(arg, ast.Name) and arg.id in replaced and not info.donates(p) and p not in static:
                 found.append((p, arg))
         for kw in call.keywords:
-            if isinstance(kw.value, ast.Name) and kw.value.id in names and kw.arg in params:
+            if isinstance(kw.value, ast.Name) and kw.value.id in replaced and kw.arg in params:
                 p = params.index(kw.arg)
-                if not info.donates(p) and p not in static and kw.arg not in (info.donate_argnames or ()):
+                if p not in static and not info.donates_keyword(kw.arg):
                     found.append((p, kw.value))
-        if not found:
-            return
-        loop = ctx.loops[-1]
-        short = loops.small_loop(loop, ctx.analysis, ctx.scope)
-        trains = training_call(call, ctx)
-        keep = [(p, arg) for p, arg in found
-                if self._worth_donating(arg, loop, short, ctx, trains or named_trained(arg.id))]
-        if not keep:
-            return
-        # The fix is at the definition, so one finding per jitted function is enough; every
-        # further call site would repeat it.
-        seen = ctx.memo.setdefault("missing_donation", set())
-        if id(info) in seen:
-            return
-        seen.add(id(info))
-        args = ", ".join(dict.fromkeys(a.id for _p, a in keep))
-        positions = sorted({p for p, _a in keep})
-        fix = None
-        if info.maker.startswith("equinox."):
-            fix = self.fix_equinox
-        elif info.maker.startswith("haliax."):
-            fix = self.fix_haliax
-        ctx.report(self, keep[0][1], arg=args, verb="are" if "," in args else "is", func=ast.unparse(call.func),
-                   pos=str(positions[0]) if len(positions) == 1 else str(tuple(positions)), fix=fix)
+        return found
 
     def _worth_donating(self, arg: ast.Name, loop: ast.AST, short: bool, ctx: Ctx, trained: bool) -> bool:
         if any(h in arg.id.lower() for h in SMALL_STATE_HINTS):
@@ -199,6 +214,19 @@ def _mentions(expr: ast.AST, name: str, bare_only: bool = False) -> bool:
         return any(v is not None and _mentions(v, name) for v in expr.values)
     if isinstance(expr, ast.Dict):
         return any(v is not None and _mentions(v, name) for v in expr.values)
+    return False
+
+
+def _guarded(call: ast.Call, loop: ast.AST, ctx: Ctx) -> bool:
+    """The call sits under `if step % N == 0:` inside the loop: it runs every N-th step."""
+    stack: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [(loop, ())]
+    while stack:
+        node, path = stack.pop()
+        if node is call:
+            return any(periodic_guard(parent, child, ctx.analysis, ctx.scope) for parent, child in zip(path, path[1:]))
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.append((child, (*path, child)))
     return False
 
 

@@ -24,6 +24,7 @@ import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.roles import per_step_read
 
 # NumPy functions that read only shape and dtype: no copy, no wait.
 METADATA = frozenset({"numpy.ndim", "numpy.shape", "numpy.size", "numpy.result_type", "numpy.dtype",
@@ -54,9 +55,12 @@ class NumpyConversionInLoop(Rule):
             return
         if q.startswith("numpy.testing."):
             return  # an assertion has to read the values; keeping them on device is no fix
-        if any(ctx.kind(a) == "jax" for a in node.args) and not periodic(ctx) and not not_per_step(ctx, WORDS):
-            local = q.replace("numpy.", "np.", 1)
-            ctx.report(self, node, func=local)
+        values = [a for a in node.args if ctx.kind(a) == "jax"]
+        if values and not periodic(ctx) and not not_per_step(ctx, WORDS):
+            # Gathering results to the host is what an evaluation loop is for: not reported there.
+            how = per_step_read(ctx, values, gather=True)
+            if how is not None:
+                ctx.report(self, node, func=q.replace("numpy.", "np.", 1), sure=how == "sure")
 
 
 RULE = NumpyConversionInLoop()

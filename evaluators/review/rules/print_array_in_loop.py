@@ -4,9 +4,11 @@ What it does
     Flags `print`, logging calls, `str`/`repr`/`format` and f-strings that format a JAX array
     inside an eagerly running Python loop.
 
-    Opt-in (`--select JM102`): on the real-code benchmark (24 public JAX repositories) it found
-    demo loops printing on purpose and no per-step cost that mattered (4 false positives, 2
-    debatable); per-step host reads in training loops are JM101/JM103's findings.
+    Sure only in a loop the semantic model proves trains (a step that replaces its own state and
+    takes gradients or applies an optimizer) on a value it proves is a device array: the loss
+    formatted on every step. Demo and rollout loops that print on purpose are possible findings,
+    shown with --show-possible (they made all of this rule's false positives on the real-code
+    benchmark when it reported every loop alike).
 
 Why is this bad
     Formatting an array needs its values: the host waits for the device and copies the array
@@ -32,6 +34,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.roles import per_step_read
 from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 FORMATTERS = frozenset({"print", "str", "repr", "format"})
@@ -43,7 +46,6 @@ class PrintArrayInLoop(Rule):
     name = "print-array-in-loop"
     topic = "implicit-host-sync"
     severity = "warning"
-    default = False  # opt-in: see "What it does"
     message = "formatting JAX array `{what}` in a loop forces a device->host sync and copy every iteration"
     fix = "Log every N steps (`if step % N == 0`), or collect values on device and print them once after the loop."
     node_types = (ast.Call, ast.JoinedStr)
@@ -63,7 +65,9 @@ class PrintArrayInLoop(Rule):
                 continue  # the f-string itself is checked (and reported) on its own
             if ctx.kind(value) == "jax":
                 if not periodic(ctx) and not not_per_step(ctx, ("print", "format", "log")):
-                    ctx.report(self, node, what=describe(value))
+                    how = per_step_read(ctx, [value])
+                    if how is not None:
+                        ctx.report(self, node, what=describe(value), sure=how == "sure")
                 return
 
     @staticmethod

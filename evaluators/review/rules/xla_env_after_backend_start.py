@@ -64,12 +64,19 @@ class XlaEnvAfterBackendStart(Rule):
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         first = ctx.analysis.imports_jax_line
-        if first is None or not in_module_code(ctx) or node.lineno <= first:
+        if first is None or node.lineno <= first:
             return
         keys = [k for k, _v in env_writes(ctx, node) if k.startswith("XLA_") or k == "TF_GPU_ALLOCATOR"]
         if not keys:
             return
-        started = self._backend_start(ctx, first, node.lineno)
+        if in_module_code(ctx):
+            started = self._backend_start(ctx, first, node.lineno)
+        elif isinstance(ctx.scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not ctx.scope.traced:
+            # Inside a function: an earlier statement of the same function started a backend (ran
+            # a JAX operation or a jitted call) before the variable is set.
+            started = self._started_in_function(ctx, node)
+        else:
+            return
         if started is None:
             return
         for key in keys:
@@ -85,15 +92,24 @@ class XlaEnvAfterBackendStart(Rule):
                     return call
         return None
 
-    def _starts(self, call: ast.Call, ctx: Ctx, depth: int) -> bool:
+    def _started_in_function(self, ctx: Ctx, node: ast.AST) -> ast.Call | None:
+        limit = (node.lineno, node.col_offset)
+        for stmt in ctx.scope.node.body:
+            for call in _calls(stmt):
+                if (call.lineno, call.col_offset) < limit and self._starts(call, ctx, depth=0, scope=ctx.scope):
+                    return call
+        return None
+
+    def _starts(self, call: ast.Call, ctx: Ctx, depth: int, scope=None) -> bool:
         a = ctx.analysis
+        scope = scope or a.module_scope
         q = a.qualname(call.func)
         if q is not None:
             return q in STARTS_BACKEND or (q.startswith(JAX_ARRAY_PREFIXES) and q not in JAX_NON_ARRAY)
-        if a.jit_info(call.func, a.module_scope) is not None:
+        if a.jit_info(call.func, scope) is not None:
             return True
         if depth == 0:
-            fn = a.resolve_def(call.func, a.module_scope)
+            fn = a.resolve_def(call.func, scope)
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return any(self._starts(c, ctx, 1) for stmt in fn.body for c in _calls(stmt))
         return False

@@ -26,6 +26,7 @@ import ast
 from jaxmem.evaluators.review.semantic.builder import _Builder
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 from jaxmem.evaluators.review.semantic.traced import functions_in, mark_traced
 
@@ -40,23 +41,41 @@ def _resolve_pending(a: Analysis, builder: _Builder) -> None:
             if s is not None and s.jit is None:
                 s.jit = info
     for b, fn in builder.pending_returns:
-        scope = a.scopes.get(fn)
-        if scope is None:
-            continue
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Return) and isinstance(n.value, ast.Call):
-                made = a.jit_from_call(n.value, scope)
-                if made is not None:
-                    info, wrapped = made
-                    info.params = a.params_of(wrapped, scope)
-                    info.wrapped = wrapped
-                    b.info = info
-                    break
-        if b.info is None:
-            inner = a.returned_def(fn)  # `return _eval_fn`, a `@jax.jit` def in the factory
-            if inner is not None and inner in a.jitted_defs:
-                b.info = a.jitted_defs[inner]
+        b.info = _returned_jit(a, fn, b.index)
 
+
+def _returned_jit(a: Analysis, fn, index: int | None) -> JitInfo | None:
+    """The jitted callable a factory returns (in position `index` of the tuple it returns):
+    `return jax.jit(...)`, `return step` where `step = jax.pmap(...)` or `@jax.jit def step`."""
+    scope = a.scopes.get(fn)
+    if scope is None:
+        return None
+    for n in ast.walk(fn):
+        if not isinstance(n, ast.Return) or n.value is None:
+            continue
+        value = n.value
+        if index is not None:
+            if not (isinstance(value, ast.Tuple) and index < len(value.elts)):
+                continue
+            value = value.elts[index]
+        if isinstance(value, ast.Call):
+            made = a.jit_from_call(value, scope)
+            if made is not None:
+                info, wrapped = made
+                info.params = a.params_of(wrapped, scope)
+                info.wrapped = wrapped
+                return info
+        elif isinstance(value, ast.Name):
+            found = scope.reaching(value.id, pos(value))
+            if found and found[0].info is not None:
+                return found[0].info
+            if found and found[0].how == "def" and found[0].node in a.jitted_defs:
+                return a.jitted_defs[found[0].node]
+    if index is None:
+        inner = a.returned_def(fn)  # `return _eval_fn`, a `@jax.jit` def in the factory
+        if inner is not None and inner in a.jitted_defs:
+            return a.jitted_defs[inner]
+    return None
 
 
 def build(tree: ast.Module, lines: list[str]) -> Analysis:

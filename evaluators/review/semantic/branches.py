@@ -4,17 +4,46 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS
-from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, pos
+from jaxmem.evaluators.review.semantic.scopes import Scope
+from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, int_value, trip_count
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 
-def periodic_guard(node: ast.AST, child: ast.AST | None = None) -> bool:
-    """`if step % N == 0:` (any `%` in the test): its body runs every N-th iteration. With
-    `child` (the next node down the stack), only when the child is in the body, not the `else:`."""
-    return (isinstance(node, ast.If) and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
-                                             for n in ast.walk(node.test))
-            and (child is None or child in node.body))
+def periodic_guard(node: ast.AST, child: ast.AST | None = None, analysis: Analysis | None = None,
+                   scope: Scope | None = None) -> bool:
+    """A branch whose body runs once in many iterations: `if step % N == 0:` (unless N is 1, read
+    through names bound to literals: `log_interval = 1` logs every step), `if should_log:` where
+    `should_log` was bound to such a test, or a test on the clock (`if time.time() - last > 60:`).
+    With `child` (the next node down the stack), only when the child is in the body, not `else:`."""
+    if not isinstance(node, ast.If) or (child is not None and child not in node.body):
+        return False
+    return _periodic_test(node.test, analysis, scope, 0)
+
+
+def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None, depth: int) -> bool:
+    mods = [n for n in ast.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)]
+    if mods:
+        if analysis is None or scope is None:
+            return True
+        return any(int_value(m.right, analysis, scope) != 1 for m in mods)
+    if analysis is None or scope is None or depth > 2:
+        return False
+    for n in ast.walk(test):
+        if isinstance(n, ast.Call) and analysis.qualname(n.func) in TIMERS:
+            return True  # time-based: every few seconds, whatever the step rate
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            b = analysis.resolve(n.id, scope, pos(n))
+            if b is not None and b.how == "assign" and b.index is None and b.value is not None and b.value is not test \
+                    and isinstance(b.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+                if _periodic_test(b.value, analysis, scope, depth + 1):
+                    return True
+    return False
+
+
+TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "timeit.default_timer"})
+
 
 def under_periodic_guard(ctx: Walk) -> bool:
     """Inside the body of `if step % N == 0:` within the innermost loop."""
@@ -23,7 +52,7 @@ def under_periodic_guard(ctx: Walk) -> bool:
     for i in range(len(stack) - 2, -1, -1):
         if stack[i] is loop:
             return False
-        if periodic_guard(stack[i], stack[i + 1]):
+        if periodic_guard(stack[i], stack[i + 1], ctx.analysis, ctx.scope):
             return True
     return False
 
@@ -36,7 +65,7 @@ def short_under_guard(ctx: Walk) -> bool:
     guard_at = None
     stack = ctx.stack
     for i, node in enumerate(stack[:-1]):
-        if periodic_guard(node, stack[i + 1]) and any(l in stack[:i] for l in loops):
+        if periodic_guard(node, stack[i + 1], ctx.analysis, ctx.scope) and any(l in stack[:i] for l in loops):
             guard_at = i  # the innermost such guard wins
     if guard_at is None:
         return False

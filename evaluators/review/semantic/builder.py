@@ -202,6 +202,11 @@ class _Builder:
             b = Binding(target.id, how, at, stmt, value=value, index=index, element=element, until=until)
             if how == "assign" and index is None and isinstance(value, ast.Call):
                 self._jit_binding(b, value)
+            elif how == "assign" and isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+                # `learn, evaluate, state = setup(...)` where setup returns `jax.pmap(...)` in that place
+                fn = self.a.resolve_def(value.func, self.scope)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.pending_returns.append((b, fn))
             self.scope.bind(b)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for i, elt in enumerate(target.elts):

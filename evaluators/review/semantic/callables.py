@@ -7,6 +7,13 @@ from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.names import JIT_NAMES, PROPERTY_DECORATORS, dotted, keyword, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 
+# Transforms whose result takes the same arguments as the function they wrap: a jit of one of
+# them maps donate_argnames and static_argnames through the inner function's signature.
+SIGNATURE_PRESERVING = frozenset({
+    "jax.shard_map", "flax.nnx.shard_map", "jax.vmap", "flax.nnx.vmap", "equinox.filter_vmap", "jax.checkpoint",
+    "flax.nnx.remat", "jax.named_call", "haliax.named_call",
+})
+
 
 class CallablesMixin:
     # ---- jitted callables -----------------------------------------------------------------
@@ -70,6 +77,8 @@ class CallablesMixin:
                     break  # a keyword-bound parameter makes the rest keyword-only
                 out.append(p)
             return tuple(out)
+        if isinstance(wrapped, ast.Call) and self.qualname(wrapped.func) in SIGNATURE_PRESERVING and wrapped.args:
+            return self.params_of(wrapped.args[0], scope)  # `jax.jit(shard_map(f, ...))`: f's parameters
         fn = self.resolve_def(wrapped, scope) if wrapped is not None else None
         if fn is None:
             return None
@@ -184,21 +193,3 @@ class CallablesMixin:
                     info.params = self.params_of(wrapped, scope)
                     return info
         return None
-
-    def return_kind(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-        """Kind of what a plain (unjitted) module function returns: `jax` if any return is."""
-        if fn in self._returns:
-            return self._returns[fn]
-        self._returns[fn] = None  # recursion guard
-        scope = self.scopes.get(fn)
-        kinds = set()
-        stack = list(fn.body)
-        while stack:
-            n = stack.pop()
-            if isinstance(n, ast.Return) and n.value is not None and scope is not None:
-                kinds.add(self.kind(n.value, scope))
-            elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, (ast.stmt, ast.excepthandler)))
-        k = "jax" if "jax" in kinds else ("np" if kinds == {"np"} else None)
-        self._returns[fn] = k
-        return k

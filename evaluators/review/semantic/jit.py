@@ -56,7 +56,32 @@ class JitInfo:
 
     @property
     def donation_known(self) -> bool:
+        """The source says what is donated. Not when a spec is not a literal, and not when
+        `donate_argnames` is given for a signature the model cannot see (`jit(shard_map(f, ...))`
+        of an f from elsewhere): JAX maps the names through that signature."""
+        if self.donate_argnames and self.params is None:
+            return False
         return self.donate_argnums is not None and self.donate_argnames is not None
+
+    @property
+    def pmapped(self) -> bool:
+        return self.maker in ("jax.pmap", "flax.nnx.pmap")
+
+    def donates_keyword(self, name: str) -> bool:
+        """Whether an argument passed by keyword is donated (measured on jax 0.10.2): `jax.pmap`
+        donates no keyword argument; `jax.jit` donates one named in `donate_argnames`, or, given
+        `donate_argnums` alone, one whose position the signature maps into it (since 0.4.14),
+        unless the function takes `*args`/`**kwargs` (no signature to map through)."""
+        if self.pmapped:
+            return False
+        if name in (self.donate_argnames or ()):
+            return True
+        if self.donate_argnums and self.donate_argnames:
+            return False  # both given: keywords follow donate_argnames only
+        if self.params is None or name not in self.params:
+            return False
+        p = self.params.index(name)
+        return p in (self.donate_argnums or ()) or (self.donate_from is not None and p >= self.donate_from)
 
     @property
     def donates_anything(self) -> bool:

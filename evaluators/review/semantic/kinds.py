@@ -1,4 +1,18 @@
-"""Value kinds by data flow: device array, NumPy array, Python scalar, host list, unknown."""
+"""Value kinds by data flow: device array, NumPy array, Python scalar, host list, unknown.
+
+Two readings of the same flow. The default one guesses where the source leaves a choice (a name
+bound to an array on one path and to something else on another is "jax"; a callable matched by
+attribute name only is taken for the jitted one). The strict one (`strict=True`) follows only
+proven steps: every reaching binding agrees, a callable resolved exactly, a function whose every
+return is the kind. A rule's finding is "sure" only where the strict reading gives its premise.
+
+Flows followed: assignment, augmented assignment, tuple unpacking (position by position where
+the value is a literal tuple or a function returning one), subscripts and attributes of results
+(`metrics["loss"]`, `state.params`), loop targets (rows of an array, items of a filled list, dict
+values), returns of local functions, calls of jitted callables, JAX/NumPy functions, methods of
+arrays, `jax.tree.map` by what its function returns, and functions of other files of the reviewed
+tree (project.py).
+"""
 from __future__ import annotations
 
 import ast
@@ -21,23 +35,27 @@ from jaxmem.evaluators.review.semantic.names import (
 )
 from jaxmem.evaluators.review.semantic.scopes import Binding, Scope
 
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+AXIS_SIZE = frozenset({"jax.lax.psum"})
+_NNX_SPLIT = ("flax.nnx.split", "flax.nnx.graph.split")
+
 
 class KindsMixin:
-    # ---- kinds --------------------------------------------------------------------------
-    def binding_kind(self, b: Binding, scope: Scope) -> str | None:
-        key = id(b)
+    # ---- bindings -----------------------------------------------------------------------
+    def binding_kind(self, b: Binding, scope: Scope, strict: bool = False) -> str | None:
+        key = (id(b), strict)
         if key in self._bkinds:
             return self._bkinds[key]
         self._bkinds[key] = None  # recursion guard: `total = total + loss` in a loop
-        k = self._binding_kind(b, scope)
+        k = self._binding_kind(b, scope, strict)
         self._bkinds[key] = k
         return k
 
-    def _binding_kind(self, b: Binding, scope: Scope) -> str | None:
+    def _binding_kind(self, b: Binding, scope: Scope, strict: bool) -> str | None:
         if b.how == "param":
             if scope.traced and b.name not in ("self", "cls") and not (
                     scope.jit is not None and b.name in scope.jit.static_names()):
-                return "jax"
+                return "jax"  # a tracer; under jit, a device array at run time
             ann = b.value
             return "jax" if ann is not None and self.annotates_array(ann) else None
         if b.value is None or b.how in ("def", "class", "import"):
@@ -46,46 +64,79 @@ class KindsMixin:
             if b.element == "index":
                 return "scalar"
             if b.element == "dictvalue":
-                return "jax" if self.kind(b.value, scope) == "jax" else None
+                return "jax" if self.kind(b.value, scope, strict) == "jax" else None
             if (isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name) and b.value.func.id == "range"
                     and self.is_builtin(b.value.func, scope)):
                 return "scalar"  # `for dx in range(n)`: Python ints
-            return ELEMENT_KIND.get(self.kind(b.value, scope))
-        if (b.index == 0 and isinstance(b.value, ast.Call)
-                and self.qualname(b.value.func) in ("flax.nnx.split", "flax.nnx.graph.split")):
-            return None  # the graphdef: static structure, no arrays
-        return self.kind(b.value, scope)
+            return ELEMENT_KIND.get(self.kind(b.value, scope, strict))
+        if b.index is not None:
+            if b.index == 0 and isinstance(b.value, ast.Call) and self.qualname(b.value.func) in _NNX_SPLIT:
+                return None  # the graphdef: static structure, no arrays
+            part = self._position(b.value, b.index, scope)
+            if part is not None:
+                return part if isinstance(part, str) else self.kind(part, scope, strict)
+        return self.kind(b.value, scope, strict)
 
-    def kind(self, expr: ast.AST, scope: Scope) -> str | None:
+    def _position(self, value: ast.AST | None, index: int, scope: Scope) -> ast.AST | str | None:
+        """What position `index` of an unpacked value is, where the source shows it: an element of
+        a literal tuple, or the same position of every tuple a local function returns (given as
+        the kind they agree on). None: the whole value's kind stands for each part."""
+        if isinstance(value, (ast.Tuple, ast.List)) and index < len(value.elts):
+            if not any(isinstance(e, ast.Starred) for e in value.elts):
+                return value.elts[index]
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and self.jit_info(value.func, scope) is None:
+            fn = self.resolve_def(value.func, scope)
+            if isinstance(fn, _FUNCS):
+                kinds = self._returned_parts(fn, index)
+                if kinds and len(set(kinds)) == 1 and kinds[0] is not None:
+                    return kinds[0]
+        return None
+
+    def _returned_parts(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, index: int) -> list[str | None]:
+        scope = self.scopes.get(fn)
+        out = []
+        for ret in _returns(fn):
+            if not (isinstance(ret.value, ast.Tuple) and index < len(ret.value.elts)) or scope is None:
+                return []
+            out.append(self.kind(ret.value.elts[index], scope, True))
+        return out
+
+    # ---- expressions --------------------------------------------------------------------
+    def kind(self, expr: ast.AST, scope: Scope, strict: bool = False) -> str | None:
         """"jax" (device array or pytree of them), "np" (NumPy array), "scalar", "hostlist" (a list
-        known to hold host values), "list" (contents unknown), or None (unknown)."""
-        key = id(expr)
+        known to hold host values), "scalars" (a list of Python numbers), "list" (contents unknown),
+        or None (unknown). `strict`: only what the source proves."""
+        key = (id(expr), strict)
         if key in self._kcache:
             return self._kcache[key]
         self._kcache[key] = None
-        k = self._kcache[key] = self._kind(expr, scope)
+        k = self._kcache[key] = self._kind(expr, scope, strict)
         return k
 
-    def _kind(self, expr: ast.AST, scope: Scope) -> str | None:
+    def proven(self, expr: ast.AST, scope: Scope, kind: str = "jax") -> bool:
+        """The strict reading gives `kind`: every step from the source to `expr` is proven."""
+        return self.kind(expr, scope, True) == kind
+
+    def _kind(self, expr: ast.AST, scope: Scope, strict: bool) -> str | None:
         t = type(expr)
         if t is ast.Name:
-            return scope.lookup(expr.id, pos(expr))
+            return scope.lookup(expr.id, pos(expr), strict)
         if t is ast.Call:
-            return self._call_kind(expr, scope)
+            return self._call_kind(expr, scope, strict)
         if t is ast.Subscript:
-            k = self.kind(expr.value, scope)
+            k = self.kind(expr.value, scope, strict)
             if k in ("jax", "np"):
                 return k
             if isinstance(expr.value, ast.Name):
-                return self.container_item_kind(expr.value, scope)
+                return self.container_item_kind(expr.value, scope, strict)
             return None
         if t is ast.Attribute:
             if expr.attr in HOST_ATTRS:
                 return None
-            k = self.kind(expr.value, scope)
+            k = self.kind(expr.value, scope, strict)
             return k if k in ("jax", "np") else None
         if t is ast.BinOp:
-            left, right = self.kind(expr.left, scope), self.kind(expr.right, scope)
+            left, right = self.kind(expr.left, scope, strict), self.kind(expr.right, scope, strict)
             for k in ("jax", "np"):
                 if k in (left, right):
                     return k
@@ -93,26 +144,29 @@ class KindsMixin:
         if t is ast.Constant:
             return "scalar" if isinstance(expr.value, (int, float, complex)) and not isinstance(expr.value, bool) else None
         if t in (ast.List, ast.Tuple):
-            kinds = {self.kind(e, scope) for e in expr.elts}
+            kinds = {self.kind(e, scope, strict) for e in expr.elts}
             if "jax" in kinds:
                 return "jax"
             if kinds == {"scalar"}:
                 return "scalars"
             return "hostlist" if kinds and kinds <= HOST_KINDS else "list"
         if t in (ast.ListComp, ast.GeneratorExp):
-            k = self.kind(expr.elt, scope)
+            k = self.kind(expr.elt, scope, strict)
             return "jax" if k == "jax" else "scalars" if k == "scalar" else "hostlist" if k in HOST_KINDS else "list"
         if t is ast.UnaryOp:
-            return self.kind(expr.operand, scope)
+            return self.kind(expr.operand, scope, strict)
         if t is ast.IfExp:
-            return self.kind(expr.body, scope) or self.kind(expr.orelse, scope)
+            body, orelse = self.kind(expr.body, scope, strict), self.kind(expr.orelse, scope, strict)
+            if strict:
+                return body if body == orelse else None
+            return body or orelse
         if t is ast.Starred or t is ast.Await:
-            return self.kind(expr.value, scope)
+            return self.kind(expr.value, scope, strict)
         return None
 
-    def container_item_kind(self, name: ast.Name, scope: Scope) -> str | None:
+    def container_item_kind(self, name: ast.Name, scope: Scope, strict: bool = False) -> str | None:
         """`stops[0]` where `stops` starts empty (`[]`, `deque(...)`) and is filled with
-        `stops.append(x)`: "jax" when a device array is put in."""
+        `stops.append(x)`: "jax" when a device array is put in (strict: when every item is)."""
         s: Scope | None = scope
         while s is not None:
             if name.id in s.bindings:
@@ -120,10 +174,10 @@ class KindsMixin:
                 b = b[0] if b else None
                 if b is None or b.how != "assign" or b.index is not None or not self._empty_container(b.value):
                     return None
-                for item in s.appends.get(name.id, ()):
-                    if self.kind(item, s) == "jax":
-                        return "jax"
-                return None
+                kinds = [self.kind(item, s, strict) for item in s.appends.get(name.id, ())]
+                if strict:
+                    return "jax" if kinds and all(k == "jax" for k in kinds) else None
+                return "jax" if "jax" in kinds else None
             s = s.parent
         return None
 
@@ -136,54 +190,77 @@ class KindsMixin:
             return self.qualname(value.func) in EMPTY_CONTAINERS and not value.args
         return False
 
-    def _tree_map_kind(self, call: ast.Call, scope: Scope) -> str | None:
-        """`jax.tree.map(np.asarray, tree)` gives NumPy arrays, `jax.tree.map(lambda x: x.shape,
-        tree)` shapes; any other function, device arrays (as before)."""
+    def _tree_map_kind(self, call: ast.Call, scope: Scope, strict: bool) -> str | None:
+        """By what the mapped function returns: `np.asarray` gives NumPy arrays, `float` Python
+        numbers, `lambda x: x.shape` shapes; other functions over a tree of device arrays give
+        device arrays (strict: only when the tree is proven one)."""
         f = call.args[0] if call.args else keyword(call, "f")
-        if isinstance(f, (ast.Name, ast.Attribute)):
-            fq = self.qualname(f)
-            if fq is not None and fq.startswith("numpy."):
-                return None if fq in NUMPY_NON_ARRAY else "np"
-        if isinstance(f, ast.Lambda):
-            body = f.body
-            if isinstance(body, ast.Attribute) and body.attr in HOST_ATTRS:
-                return None
-            if isinstance(body, ast.Call):
-                bq = self.qualname(body.func)
-                if bq is not None and bq.startswith("numpy."):
-                    return None if bq in NUMPY_NON_ARRAY else "np"
+        result = self._mapped_kind(f, scope)
+        if result != "jax":
+            return result
+        trees = call.args[1:]
+        if strict:
+            return "jax" if trees and any(self.kind(t, scope, True) == "jax" for t in trees) else None
         return "jax"
 
-    def _call_kind(self, call: ast.Call, scope: Scope) -> str | None:
+    def _mapped_kind(self, f: ast.AST | None, scope: Scope) -> str | None:
+        body = f.body if isinstance(f, ast.Lambda) else f
+        if isinstance(body, ast.Attribute) and isinstance(f, ast.Lambda) and body.attr in HOST_ATTRS:
+            return None
+        func = body.func if isinstance(f, ast.Lambda) and isinstance(body, ast.Call) else (
+            f if isinstance(f, (ast.Name, ast.Attribute)) else None)
+        if func is None:
+            return "jax"
+        if isinstance(func, ast.Name) and self.is_builtin(func, scope) and func.id in SCALAR_BUILTINS:
+            return "scalar"
+        if isinstance(func, ast.Attribute) and func.attr in ("item", "tolist") and isinstance(f, ast.Lambda):
+            return "scalar"
+        q = self.qualname(func)
+        if q is not None and q.startswith("numpy."):
+            return None if q in NUMPY_NON_ARRAY else "np"
+        if q == "jax.device_get":
+            return "np"
+        if q in JAX_NON_ARRAY:
+            return None  # `jax.tree.map(jnp.shape, tree)`: shapes
+        return "jax"
+
+    def _call_kind(self, call: ast.Call, scope: Scope, strict: bool) -> str | None:
         func = call.func
         q = self.qualname(func)
         if q is not None:
             if q == "jax.tree.map":
-                return self._tree_map_kind(call, scope)
+                return self._tree_map_kind(call, scope, strict)
+            if q in AXIS_SIZE and call.args and isinstance(call.args[0], ast.Constant):
+                return "scalar"  # `psum(1, axis)`: the axis size, a Python int
+            if q == "jax.eval_shape":
+                return None  # shapes and dtypes, no arrays
             if q in JAX_ARRAY_FUNCS or (q.startswith(JAX_ARRAY_PREFIXES) and q not in JAX_NON_ARRAY):
                 return "jax"
             if q == "jax.device_get":
                 return "np"
             if q.startswith("numpy.") and q not in NUMPY_NON_ARRAY:
                 return "np"
-            return None
+            return self.project_return_kind(q, strict)
         if isinstance(func, ast.Name) and self.is_builtin(func, scope):
             if func.id in SCALAR_BUILTINS:
                 return "scalar"
             if func.id in LIST_BUILTINS:
                 return "list"
             return None
-        if self.jit_info(func, scope) is not None:
-            return "jax"
+        info = self.jit_info(func, scope)
+        if info is not None:
+            # A jitted callable returns device arrays (a pytree of them), always; strict: only a
+            # callable resolved exactly, not one matched by attribute name.
+            return "jax" if info.exact or not strict else None
         if isinstance(func, ast.Name):
             fn = self.resolve_def(func, scope)
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return self.return_kind(fn)
+            if isinstance(fn, _FUNCS):
+                return self.return_kind(fn, strict)
             return None
         if isinstance(func, ast.Call) and self.qualname(func.func) in RETURNS_ARRAYS:
             return "jax"  # jax.grad(f)(x), jax.vmap(f)(x)
         if isinstance(func, ast.Attribute):
-            recv = self.kind(func.value, scope)
+            recv = self.kind(func.value, scope, strict)
             if recv in ("jax", "np"):
                 if func.attr in ("items", "keys", "values", "get") and recv == "jax":
                     return None if func.attr != "get" else "jax"
@@ -191,3 +268,39 @@ class KindsMixin:
                     return HOST_METHODS[func.attr]
                 return recv
         return None
+
+    def return_kind(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, strict: bool = False) -> str | None:
+        """Kind of what a plain (unjitted) local function returns: `jax` if any return is (strict:
+        if every return is)."""
+        key = (fn, strict)
+        if key in self._returns:
+            return self._returns[key]
+        self._returns[key] = None  # recursion guard
+        scope = self.scopes.get(fn)
+        kinds = [self.kind(r.value, scope, strict) for r in _returns(fn) if r.value is not None] if scope else []
+        if strict:
+            k = kinds[0] if kinds and len(set(kinds)) == 1 and kinds[0] in ("jax", "np") else None
+        else:
+            k = "jax" if "jax" in kinds else ("np" if set(kinds) == {"np"} else None)
+        self._returns[key] = k
+        return k
+
+    def project_return_kind(self, qualname: str, strict: bool) -> str | None:
+        """A function imported from another file of the reviewed tree (project.py): its return kind."""
+        facts = self.project.function(qualname) if self.project is not None else None
+        if facts is None:
+            return None
+        return facts.returns_strict if strict else facts.returns
+
+
+def _returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+    """The function's own return statements (not those of nested functions or classes)."""
+    out = []
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            out.append(n)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, (ast.stmt, ast.excepthandler)))
+    return out

@@ -9,6 +9,7 @@ import ast
 import re
 
 from jaxmem.evaluators.review.semantic.branches import short_under_guard, under_periodic_guard
+from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import (
     COMPREHENSIONS,
@@ -291,24 +292,21 @@ def _device_work(ctx: Walk, roots: list[ast.AST], depth: int, scope=None) -> boo
     return False
 
 def _runs_steps_inside(ctx: Walk, loop: ast.AST) -> bool:
-    """The loop's body holds another loop that calls jitted functions or jnp (the steps)."""
+    """An outer (epoch) loop: it carries no state of its own through a step call, and its body
+    holds another loop that calls jitted functions or JAX operations (the steps). A loop that
+    replaces state through a call is a step loop, whatever it nests (an evaluation every N steps)."""
     memo = ctx.memo.setdefault("epoch_loops", {})
     key = id(loop)
     if key not in memo:
-        found = False
-        for stmt in getattr(loop, "body", None) or []:
-            for n in ast.walk(stmt):
-                if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and any(
-                    isinstance(c, ast.Call) and (ctx.jit_info(c.func) is not None
+        memo[key] = False
+        if next(replaced_state_calls(ctx.analysis, loop, ctx.scope), None) is None:
+            memo[key] = any(
+                any(isinstance(c, ast.Call) and (ctx.jit_info(c.func) is not None
                                                  or (ctx.qualname(c.func) or "").startswith("jax."))
-                    for c in ast.walk(n)
-                ):
-                    found = True
-                    break
-            if found:
-                break
-        memo[key] = found
+                    for c in ast.walk(inner))
+                for inner in inner_loops(getattr(loop, "body", None) or []))
     return memo[key]
+
 
 def loop_bound(ctx: Walk, loop: ast.AST) -> frozenset[str]:
     """Names (re)bound inside a loop, including its target; cached per loop node."""

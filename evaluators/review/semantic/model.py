@@ -37,9 +37,11 @@ class Analysis(CallablesMixin, KindsMixin):
         # Rules ask for the same call's name many times; the tree outlives this cache, so ids are stable.
         self._qcache: dict[int, str | None] = {}
         self._jcache: dict[int, JitInfo | None] = {}
-        self._kcache: dict[int, str | None] = {}
-        self._bkinds: dict[int, str | None] = {}
-        self._returns: dict[ast.AST, str | None] = {}
+        self._kcache: dict[tuple[int, bool], str | None] = {}
+        self._bkinds: dict[tuple[int, bool], str | None] = {}
+        self._returns: dict[tuple[ast.AST, bool], str | None] = {}
+        self.memo: dict = {}  # per-file results of predicates computed outside the walk (roles)
+        self.project = None  # facts of the other files of a reviewed tree (project.Project), if any
         self._returned: dict[ast.AST, ast.AST | None] = {}
 
     # ---- names -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ class _Model(Protocol):
 
     tree: ast.Module
 
-    def binding_kind(self, b: Binding, scope: Scope) -> str | None: ...
+    def binding_kind(self, b: Binding, scope: Scope, strict: bool = False) -> str | None: ...
 
 @dataclass
 class Binding:
@@ -59,6 +59,8 @@ class Scope:
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     loops: list[tuple[tuple[int, int], tuple[int, int], ast.AST]] = field(default_factory=list)
     per_step: ast.AST | None = None  # a call in a host loop that runs this function every step
+    per_step_loop: ast.AST | None = None  # that loop, and the scope it is in
+    per_step_scope: Scope | None = None
     has_loops: bool = False
     appends: dict[str, list[ast.AST]] = field(default_factory=dict)  # `name.append(x)`: the x's
 
@@ -99,12 +101,16 @@ class Scope:
         # A name read before its binding from a function body that runs later.
         return [max((b for b in bs if b.until is None), key=lambda b: b.at, default=bs[-1])]
 
-    def lookup(self, name: str, p: tuple[int, int] = _END) -> str | None:
+    def lookup(self, name: str, p: tuple[int, int] = _END, strict: bool = False) -> str | None:
+        """The kind of `name` at `p`. Where two bindings may reach it (a value from the previous
+        iteration and one from before the loop), "jax" if either is; strict: only if both agree."""
         scope: Scope | None = self
         while scope is not None:
             found = scope.reaching(name, p, scope is self)
             if found is not None:
-                kinds = [self.analysis.binding_kind(b, scope) for b in found]
+                kinds = [self.analysis.binding_kind(b, scope, strict) for b in found]
+                if strict:
+                    return kinds[0] if kinds and len(set(kinds)) == 1 else None
                 return "jax" if "jax" in kinds else (kinds[0] if kinds else None)
             scope = scope.parent
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 SYNC_BUILTINS = frozenset({"float", "int", "bool", "complex"})
@@ -108,9 +109,34 @@ def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
                 earlier = block[:block.index(child)]
                 if isinstance(parent, ast.Try) and name != "body":
                     earlier = [*parent.body, *earlier]  # `else:` runs after the whole `try:` body
-                for stmt in earlier:
-                    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and waits(ctx, stmt):
-                        return True
+                if _waits_last(ctx, earlier):
+                    return True
+    return False
+
+
+def _waits_last(ctx: Walk, stmts: list[ast.stmt]) -> bool:
+    """These statements, run in order on every iteration, end having waited for the device: a
+    wait after which no new device work was queued. A branch that runs every N steps waits on
+    those steps only, so it does not count."""
+    waited = False
+    for stmt in stmts:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(stmt, ast.If) and periodic_guard(stmt, None, ctx.analysis, ctx.scope):
+            continue
+        if waits(ctx, stmt):
+            waited = True
+        elif _queues(ctx, stmt):
+            waited = False
+    return waited
+
+
+def _queues(ctx: Walk, stmt: ast.stmt) -> bool:
+    """The statement queues device work: a jitted call or a JAX operation."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Call) and (ctx.jit_info(n.func) is not None
+                                        or (ctx.qualname(n.func) or "").startswith("jax.")):
+            return True
     return False
 
 def is_sync(ctx: Walk, node: ast.AST) -> bool:

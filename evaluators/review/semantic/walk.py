@@ -26,8 +26,33 @@ class Walk(Protocol):
     @property
     def per_step_body(self) -> bool: ...
 
-    def kind(self, expr: ast.AST) -> str | None: ...
+    def kind(self, expr: ast.AST, strict: bool = False) -> str | None: ...
 
     def qualname(self, expr: ast.AST) -> str | None: ...
 
     def jit_info(self, func: ast.AST) -> JitInfo | None: ...
+
+
+class At:
+    """A position outside the walk (a scope and nothing enclosing): for facts the model works
+    out ahead of time, such as a loop's role, with the same predicates the walk uses."""
+
+    def __init__(self, analysis: Analysis, scope: Scope):
+        self.analysis, self.scope = analysis, scope
+        self.loops: list[ast.AST] = []
+        self.stack: list[ast.AST] = []
+        self.memo = analysis.memo
+        self.per_step = None
+
+    @property
+    def per_step_body(self) -> bool:
+        return False
+
+    def kind(self, expr: ast.AST, strict: bool = False) -> str | None:
+        return self.analysis.kind(expr, self.scope, strict)
+
+    def qualname(self, expr: ast.AST) -> str | None:
+        return self.analysis.qualname(expr)
+
+    def jit_info(self, func: ast.AST) -> JitInfo | None:
+        return self.analysis.jit_info(func, self.scope)

@@ -1,0 +1,96 @@
+"""State carried through a loop: which calls replace their own arguments.
+
+`state = step(state, batch)` is the shape of every loop that steps a model, an environment or a
+decoder: the call's result replaces one of its arguments, directly or through the result's parts.
+Loop roles (roles.py), donation (JM401) and "is this an epoch loop" (loops.py) read it here.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, dotted
+from jaxmem.evaluators.review.semantic.scopes import Scope
+
+
+def replaced_state_calls(a: Analysis, loop: ast.AST, scope: Scope):
+    """(call, names) for each call in the loop's own statements whose result replaces one of its
+    arguments: directly (`s = f(s, x)`, `s, m = f(s)`, `s = f(s)[0]`) or through a name bound to
+    the result (`out = f(s)` then `s = out.state`, `s, m = out`, `s = out["state"]`)."""
+    if not isinstance(loop, LOOP_TYPES):
+        return  # a comprehension builds a value; it carries no state between iterations
+    results: dict[str, tuple[ast.Call, frozenset[str]]] = {}
+    for stmt in _own_statements(loop.body):
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], stmt.value
+        else:
+            continue
+        written = frozenset(k for t in targets for k in _keys(t))
+        call = value.value if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) else value
+        if isinstance(call, ast.Call):
+            if not _a_step(a, call, scope):
+                continue
+            read = frozenset(k for arg in [*call.args, *(kw.value for kw in call.keywords)] for k in _keys(arg))
+            if written & read:
+                yield call, written & read
+            else:
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        results[t.id] = (call, read)
+            continue
+        base = value
+        while isinstance(base, (ast.Attribute, ast.Subscript)):
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in results:
+            call, read = results[base.id]
+            if written & read:
+                yield call, written & read
+
+
+def _a_step(a: Analysis, call: ast.Call, scope: Scope) -> bool:
+    """A call that can run a step: a jitted callable, a local or project function, a method, an
+    unknown callable. Not a JAX or NumPy operation (`x = jnp.tanh(x)`), not a builtin."""
+    if a.jit_info(call.func, scope) is not None:
+        return True
+    q = a.qualname(call.func)
+    if q is not None:
+        return a.project is not None and a.project.function(q) is not None
+    if isinstance(call.func, ast.Name) and a.is_builtin(call.func, scope):
+        return False
+    return isinstance(call.func, (ast.Name, ast.Attribute))
+
+
+def _keys(expr: ast.AST) -> list[str]:
+    """The names an expression passes or binds: `s`, `self.s`, the elements of a tuple."""
+    if isinstance(expr, ast.Starred):
+        return _keys(expr.value)
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return [k for e in expr.elts for k in _keys(e)]
+    if isinstance(expr, ast.Name):
+        return [expr.id]
+    if isinstance(expr, ast.Attribute):
+        d = dotted(expr)
+        return [d] if d is not None else []
+    return []
+
+
+def _own_statements(body: list[ast.stmt]):
+    """The loop's statements, inside if/with/try blocks, but not inside nested loops or defs."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.With, ast.AsyncWith, ast.Try)):
+            for block in (getattr(stmt, "body", []), getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *[h.body for h in getattr(stmt, "handlers", [])]):
+                yield from _own_statements(block)
+
+
+def inner_loops(body: list[ast.stmt]):
+    for stmt in body:
+        if isinstance(stmt, LOOP_TYPES):
+            yield stmt
+        elif isinstance(stmt, (ast.If, ast.With, ast.AsyncWith, ast.Try)):
+            for block in (getattr(stmt, "body", []), getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *[h.body for h in getattr(stmt, "handlers", [])]):
+                yield from inner_loops(block)

@@ -1,0 +1,158 @@
+"""What a loop is for, read from its data flow: training, stepping state, evaluating, setup, epochs.
+
+A per-step host read costs the same instruction count everywhere, but it is a problem only in a
+loop whose steps the device could otherwise run back to back, and the code's job elsewhere (an
+evaluator gathers predictions to compute a metric). The role of a loop is read from what it does
+with the values it carries, never from a path or a project's names:
+
+- train: a call whose result replaces one of its own arguments (`state = step(state, batch)`,
+  also through the result's attributes, items or unpacking: `out = learn(state);
+  state = out.learner_state`) and that trains: it takes gradients or applies an optimizer in its
+  body or one call deep, is handed gradients, or is a jitted callable named as a training step;
+- step: the same replaced-state call without training (an environment rollout, a decoder feeding
+  its cache back, a simulation);
+- eval: runs compiled or JAX work every iteration but carries no state through it (evaluation,
+  inference over a data set, metrics);
+- epoch: an outer loop whose body runs a loop of steps, or a loop over epochs;
+- setup: a loop of a few iterations that the source fixes (a demo, warm-up runs);
+- host: queues no device work at all.
+
+`proven` says the role's premise holds without a guess: the step is a callable resolved exactly
+(a jitted callable, a local function, one of the reviewed tree) and trains by its body, not only
+by its name.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls
+from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
+from jaxmem.evaluators.review.semantic.scopes import Scope
+from jaxmem.evaluators.review.semantic.training import (
+    applies_gradients,
+    jitted_def,
+    named_for_training,
+    trains,
+)
+from jaxmem.evaluators.review.semantic.walk import At
+
+STEP_ROLES = ("train", "step")
+
+
+@dataclass(frozen=True)
+class Role:
+    role: str
+    proven: bool = False
+    call: ast.Call | None = None  # the call that replaces the loop's state, for train and step
+    state: frozenset[str] = frozenset()  # the names (or `self.x`) it replaces
+
+    @property
+    def steps(self) -> bool:
+        return self.role in STEP_ROLES
+
+
+def role(analysis: Analysis, loop: ast.AST, scope: Scope) -> Role:
+    """The role of a statement loop (a comprehension has none: it is work within a step)."""
+    memo = analysis.memo.setdefault("roles", {})
+    key = id(loop)
+    if key not in memo:
+        memo[key] = Role("other")  # recursion guard
+        memo[key] = _role(analysis, loop, scope)
+    return memo[key]
+
+
+def _role(a: Analysis, loop: ast.AST, scope: Scope) -> Role:
+    if isinstance(loop, COMPREHENSIONS) or not isinstance(loop, LOOP_TYPES):
+        return Role("other")
+    if small_loop(loop, a, scope):
+        return Role("setup", proven=True)
+    if epoch_loop(loop):
+        return Role("epoch", proven=True)
+    at = At(a, scope)
+    found = list(replaced_state_calls(a, loop, scope))
+    if found:
+        best = None
+        for call, names in found:
+            r = call_role(at, call, names)
+            if best is None or (r.role, r.proven) > (best.role, best.proven) and r.role == "train" or (
+                    best.role != "train" and r.proven and not best.proven):
+                best = r
+        return best
+    for inner in inner_loops(loop.body):
+        if role(a, inner, scope).steps:
+            return Role("epoch", proven=True)
+    if dispatches(at, loop):
+        return Role("eval", proven=True)
+    return Role("host", proven=True)
+
+
+def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
+    a, scope = at.analysis, at.scope
+    info = a.jit_info(call.func, scope)
+    fn = jitted_def(info, at) if info is not None else a.resolve_def(call.func, scope)
+    exact = (info is not None and info.exact) or fn is not None
+    if trains(fn, at) or applies_gradients(call):
+        return Role("train", exact, call, names)
+    if named_for_training(call.func) and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        # Named as a training step, body out of sight (imported, built elsewhere): proven only for
+        # a jitted callable resolved exactly. A visible body that takes no gradient is a step.
+        return Role("train", info is not None and info.exact, call, names)
+    return Role("step", exact, call, names)
+
+
+def step_loop(ctx) -> tuple[ast.AST | None, Scope | None]:
+    """The loop whose every iteration runs the current node: the innermost enclosing statement
+    loop of this function, or, in the body of a function a host loop calls every step, that loop."""
+    for loop in reversed(ctx.loops):
+        if isinstance(loop, LOOP_TYPES):
+            return loop, ctx.scope
+    if ctx.per_step is not None:
+        return ctx.scope.per_step_loop, ctx.scope.per_step_scope
+    return None, None
+
+
+def enclosing_role(ctx) -> Role:
+    """The role of the nearest enclosing loop that steps (train or step), looking out through
+    inner loops of this function (a loop over a step's metrics runs inside that step); else the
+    role of the innermost statement loop."""
+    first = None
+    for loop in reversed(ctx.loops):
+        if not isinstance(loop, LOOP_TYPES):
+            continue
+        r = role(ctx.analysis, loop, ctx.scope)
+        first = first or r
+        if r.steps:
+            return r
+        if r.role in ("epoch", "eval"):
+            break
+    if first is None and ctx.per_step is not None and ctx.scope.per_step_loop is not None:
+        return role(ctx.analysis, ctx.scope.per_step_loop, ctx.scope.per_step_scope)
+    return first or Role("other")
+
+
+def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_check: bool = False) -> str | None:
+    """How sure it is that reading `values` on the host here is a per-step cost to remove:
+    "sure" in a proven training loop when a value is proven a device array; None where the read
+    is the code's job (an evaluation loop gathering results, `gather`); else "possible" (a loop of
+    another role, a value whose kind was guessed, a stop check that decides whether to go on)."""
+    r = enclosing_role(ctx)
+    if gather and r.role == "eval":
+        return None
+    if stop_check or not (r.role == "train" and r.proven):
+        return "possible"
+    return "sure" if any(ctx.proven(v) for v in values) else "possible"
+
+
+def in_training_step(ctx) -> bool:
+    """The current node runs on every step of a loop proven to train."""
+    r = enclosing_role(ctx)
+    return r.role == "train" and r.proven
+
+
+def per_step_transfer(ctx, value: ast.AST) -> bool:
+    """Sure that `value` crosses host->device on every step of a proven training loop: the loop
+    trains and the value is proven host data (a NumPy array, or a list of host values)."""
+    return in_training_step(ctx) and ctx.kind(value, strict=True) in ("np", "hostlist", "scalars")

@@ -1,0 +1,83 @@
+"""Trained state: what a step that learns replaces (parameters, optimizer state).
+
+Two rules ask the same question of a `state = f(state, ...)` in a loop. JM401 (donation pays)
+and JM803 (a list that keeps every step's value grows without bound) both matter where the
+replaced value is trained state, the largest buffers a program keeps. On the real-code benchmark
+every true positive of either rule was such a loop; environment rollouts, render loops and
+simulations (a few keys, one episode, a recording kept on purpose) were false positives.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.walk import Walk
+
+TRAINING_STEP_HINTS = ("train", "update", "fit", "learn", "sgd", "optim")
+TRAINED_HINTS = ("param", "opt", "train", "model", "weight", "svi", "solver", "learner")
+GRADIENT_CALLS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad",
+                            "apply_gradients", "apply_updates"})
+
+
+def named_trained(name: str) -> bool:
+    """`params`, `opt_state`, `train_state`, `model`: named as trained state."""
+    return any(h in name.lower() for h in TRAINED_HINTS)
+
+
+def last_name(func: ast.AST) -> str:
+    """`update` of `update`, `gan.update` and `self.tx.update`; "" for anything else."""
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def named_for_training(func: ast.AST) -> bool:
+    """`train_step`, `train_epoch`, `update`, `gan.update`, `fit_batch`: named as a training step."""
+    name = last_name(func).lower()
+    return any(h in name for h in TRAINING_STEP_HINTS)
+
+
+def applies_gradients(call: ast.Call) -> bool:
+    """`w = update(w, g)`, `params = sgd(params, grads)`: gradients handed in at the call site."""
+    values = [*call.args, *(k.value for k in call.keywords)]
+    return any(isinstance(v, ast.Name) and (v.id in ("g", "gs") or "grad" in v.id.lower()) for v in values)
+
+
+def jitted_def(info, ctx: Walk):
+    """The function that was jitted, where this module defines it (decorated, wrapped, or wrapped
+    through `functools.partial`)."""
+    fn = info.wrapped
+    if isinstance(fn, ast.Call) and ctx.analysis.qualname(fn.func) == "functools.partial" and fn.args:
+        fn = fn.args[0]
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return fn
+    return ctx.analysis.resolve_def(fn, ctx.scope) if fn is not None else None
+
+
+def _gradient_call(call: ast.Call) -> bool:
+    name = last_name(call.func)
+    # `opt_update(i, g, opt_state)`, `tx.update(...)`, `svi.update(...)`: an optimizer step
+    return name in GRADIENT_CALLS or name.endswith("update") or name.endswith("updates")
+
+
+def trains(fn, ctx: Walk, depth: int = 0) -> bool:
+    """The function computes gradients or applies an optimizer, in its body or one call deep."""
+    if fn is None:
+        return False
+    scope = ctx.analysis.scopes.get(fn, ctx.analysis.module_scope)
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call):
+            if _gradient_call(n):
+                return True
+            if depth == 0:
+                callee = ctx.analysis.resolve_def(n.func, scope)
+                if callee is not None and callee is not fn and trains(callee, ctx, 1):
+                    return True
+    return False
+
+
+def training_call(call: ast.Call, ctx: Walk) -> bool:
+    """The call is a training step: named as one, handed gradients, or a function (jitted or
+    not) that takes gradients or applies an optimizer."""
+    if named_for_training(call.func) or applies_gradients(call):
+        return True
+    info = ctx.jit_info(call.func)
+    fn = jitted_def(info, ctx) if info is not None else ctx.analysis.resolve_def(call.func, ctx.scope)
+    return trains(fn, ctx)
