@@ -19,6 +19,7 @@ from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
 from jaxmem.evaluators.review.rule import Rule
+from jaxmem.evaluators.review.semantic.project import Project
 
 __all__ = ["Finding", "Note", "ReviewError", "ReviewResult", "review_source", "review_paths", "review_question",
            "extract_code_blocks", "format_text", "format_json", "format_sarif", "format_markdown", "FORMATS"]
@@ -93,7 +94,7 @@ def review_source(source: str, filename: str = "<pasted>", *, select: Sequence[s
 
 
 def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Callable[[str], str],
-                    notes: list[Note] | None = None) -> list[Finding]:
+                    notes: list[Note] | None = None, project=None) -> list[Finding]:
     """Findings for a notebook's code cells; cells that are not Python become notes."""
     try:
         nb = notebook.load(text)
@@ -102,21 +103,22 @@ def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Calla
     if notes is not None:
         notes.extend(Note(path, f"cell {cell}: not Python ({why}); that cell was skipped, the others reviewed")
                      for cell, why in nb.skipped)
-    findings = engine.check_source(nb.source, path, rules, card_url, notes)
+    findings = engine.check_source(nb.source, path, rules, card_url, notes, project)
     for f in findings:
         f.cell, f.line = nb.locate(f.line)
     return findings
 
 
-def _review_one(path: str, rules: Sequence[Rule], card_url, max_bytes: int) -> tuple[list[Finding], list[Note]]:
+def _review_one(path: str, rules: Sequence[Rule], card_url, max_bytes: int,
+                project=None) -> tuple[list[Finding], list[Note]]:
     loaded = inputs.read(path, max_bytes)
     notes = [loaded.note] if loaded.note else []
     if loaded.text is None or not loaded.text.strip():
         return [], notes
     try:
         if path.endswith(".ipynb"):
-            return review_notebook(loaded.text, path, rules, card_url, notes), notes
-        return engine.check_source(loaded.text, path, rules, card_url, notes), notes
+            return review_notebook(loaded.text, path, rules, card_url, notes, project), notes
+        return engine.check_source(loaded.text, path, rules, card_url, notes, project), notes
     except RecursionError:
         return [], [*notes, Note(path, INTERNAL + "too deeply nested to review; skipped")]
     except Exception as exc:  # one file must not end the batch; the exit status still says so
@@ -130,15 +132,16 @@ INTERNAL = "internal error: "
 _W: dict = {}
 
 
-def _init_worker(codes: list[str], card_url: Callable[[str], str], max_bytes: int) -> None:
+def _init_worker(codes: list[str], card_url: Callable[[str], str], max_bytes: int, project) -> None:
     by_code = registry.by_code()
     _W["rules"] = [by_code[c] for c in codes]
     _W["card_url"] = card_url
     _W["max_bytes"] = max_bytes
+    _W["project"] = project
 
 
 def _work(paths: list[str]) -> list[tuple[list[Finding], list[Note]]]:
-    return [_review_one(p, _W["rules"], _W["card_url"], _W["max_bytes"]) for p in paths]
+    return [_review_one(p, _W["rules"], _W["card_url"], _W["max_bytes"], _W["project"]) for p in paths]
 
 
 def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
@@ -168,6 +171,8 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
         result.files += 1
     file_paths.extend(found)
     result.files += len(file_paths)
+    # The reviewed files' module names: a call into another file of the tree is followed there.
+    project = Project.of_paths(disk, file_paths)
     jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
     show = progress if progress is not None else (sys.stderr.isatty() and len(file_paths) >= 50)
     bar = _progress(len(file_paths), show)
@@ -178,7 +183,7 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
 
         ctx = get_context("fork") if sys.platform == "linux" else get_context("spawn")
         with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=([r.code for r in rules], card_url, max_file_size)) as pool:
+                                 initargs=([r.code for r in rules], card_url, max_file_size, project)) as pool:
             for outcome in pool.map(_work, batches):
                 for findings, notes in outcome:
                     result.findings.extend(findings)
@@ -187,7 +192,7 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
                 bar.update(len(outcome))
     else:
         for path in file_paths:
-            findings, notes = _review_one(path, rules, card_url, max_file_size)
+            findings, notes = _review_one(path, rules, card_url, max_file_size, project)
             result.findings.extend(findings)
             result.notes.extend(notes)
             result.errors += sum(n.message.startswith(INTERNAL) for n in notes)

@@ -181,9 +181,10 @@ def _is_suppressed(f: Finding, marks: dict[int, set[str] | None]) -> bool:
 
 
 def check_source(source: str, path: str, rules: Iterable[Rule],
-                 card_url: Callable[[str], str], notes: list[Note] | None = None) -> list[Finding]:
+                 card_url: Callable[[str], str], notes: list[Note] | None = None, project=None) -> list[Finding]:
     """Findings for one module's source. A syntax error becomes one JM001 finding; syntax that
-    only a newer Python parses becomes a note in `notes` (or, without a list, an info JM001)."""
+    only a newer Python parses becomes a note in `notes` (or, without a list, an info JM001).
+    `project`: the other files of a reviewed tree (semantic.project.Project), followed on demand."""
     lines = source.splitlines()
     try:
         tree = parse(source, path)
@@ -193,10 +194,12 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
             notes.append(Note(path, newer))
             return []
         return [parse_error(path, exc, lines, card_url, newer)]
-    rules = [r for r in rules if not r.requires or any(s in source for s in r.requires)]
+    seen = source + (project.prefilter_text(source) if project is not None else "")
+    rules = [r for r in rules if not r.requires or any(s in seen for s in r.requires)]
     if not rules:
         return []
-    analysis = semantic.build(tree, lines)
+    module = project.module_of(path) if project is not None else None
+    analysis = semantic.build(tree, lines, module=module, project=project)
     mark_per_step(analysis)
     ctx = Ctx(analysis=analysis, path=path, card_url=card_url, scope=analysis.module_scope)
     walker = _Walker(rules, ctx)

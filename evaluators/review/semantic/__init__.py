@@ -25,12 +25,13 @@ import ast
 
 from jaxmem.evaluators.review.semantic.builder import _Builder
 from jaxmem.evaluators.review.semantic.jit import JitInfo
+from jaxmem.evaluators.review.semantic.kinds import own_returns
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import pos
+from jaxmem.evaluators.review.semantic.names import absolute_module, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 from jaxmem.evaluators.review.semantic.traced import functions_in, mark_traced
 
-__all__ = ["Analysis", "Binding", "ClassInfo", "JitInfo", "Scope", "build"]
+__all__ = ["Analysis", "Binding", "ClassInfo", "JitInfo", "Scope", "absolute_module", "build", "returned_jit"]
 
 
 def _resolve_pending(a: Analysis, builder: _Builder) -> None:
@@ -41,17 +42,25 @@ def _resolve_pending(a: Analysis, builder: _Builder) -> None:
             if s is not None and s.jit is None:
                 s.jit = info
     for b, fn in builder.pending_returns:
-        b.info = _returned_jit(a, fn, b.index)
+        b.info = returned_jit(a, fn, b.index)
+
+
+def returned_jit(a: Analysis, fn, index: int | None) -> JitInfo | None:
+    """The jitted callable a factory returns (in position `index` of the tuple it returns):
+    `return jax.jit(...)`, `return step` where `step = jax.pmap(...)` or `@jax.jit def step`."""
+    memo = a.memo.setdefault("returned_jit", {})
+    if (fn, index) not in memo:
+        memo[(fn, index)] = None  # recursion guard
+        memo[(fn, index)] = _returned_jit(a, fn, index)
+    return memo[(fn, index)]
 
 
 def _returned_jit(a: Analysis, fn, index: int | None) -> JitInfo | None:
-    """The jitted callable a factory returns (in position `index` of the tuple it returns):
-    `return jax.jit(...)`, `return step` where `step = jax.pmap(...)` or `@jax.jit def step`."""
     scope = a.scopes.get(fn)
-    if scope is None:
+    if scope is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    for n in ast.walk(fn):
-        if not isinstance(n, ast.Return) or n.value is None:
+    for n in own_returns(fn):
+        if n.value is None:
             continue
         value = n.value
         if index is not None:
@@ -78,8 +87,11 @@ def _returned_jit(a: Analysis, fn, index: int | None) -> JitInfo | None:
     return None
 
 
-def build(tree: ast.Module, lines: list[str]) -> Analysis:
+def build(tree: ast.Module, lines: list[str], module: str | None = None, project=None) -> Analysis:
+    """The model of one module. `module`: its dotted name in a reviewed tree (relative imports
+    resolve through it); `project`: the tree's other files (project.Project), followed on demand."""
     a = Analysis(tree, lines)
+    a.module_name, a.project = module, project
     # Imports first: decorators and assignments below may refer to names imported later in
     # the walk order (imports inside functions, or after use in a notebook cell).
     for node in _top_level(tree):
@@ -87,9 +99,10 @@ def build(tree: ast.Module, lines: list[str]) -> Analysis:
             for alias in node.names:
                 a.aliases.setdefault(alias.asname or alias.name.split(".")[0],
                                      alias.name if alias.asname else alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                a.aliases.setdefault(alias.asname or alias.name, f"{node.module}.{alias.name}")
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_module(node, module)
+            for alias in node.names if base else ():
+                a.aliases.setdefault(alias.asname or alias.name, f"{base}.{alias.name}")
     for node in tree.body:
         # Module-level aliases: `jit = jax.jit`, `np_ = numpy`: resolve through them too.
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

@@ -14,6 +14,7 @@ from jaxmem.evaluators.review.semantic.names import (
     JIT_NAMES,
     MODULE_BASES,
     TRACING_NAMES,
+    absolute_module,
     end_pos,
     pos,
 )
@@ -80,15 +81,14 @@ class _Builder:
                 self.a.imports_jax_line = node.lineno
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.module is None or node.level:
-            for alias in node.names:
-                self.scope.bind(Binding(alias.asname or alias.name, "import", pos(node), node))
-            return
+        # `from .train import step`: resolved through the module's own name when it is known.
+        base = absolute_module(node, self.a.module_name)
         for alias in node.names:
             name = alias.asname or alias.name
-            self.a.aliases[name] = f"{node.module}.{alias.name}"
+            if base:
+                self.a.aliases[name] = f"{base}.{alias.name}"
             self.scope.bind(Binding(name, "import", pos(node), node))
-        if node.module.split(".")[0] == "jax" and self.a.imports_jax_line is None:
+        if base and not node.level and base.split(".")[0] == "jax" and self.a.imports_jax_line is None:
             self.a.imports_jax_line = node.lineno
 
     # ---- functions and classes --------------------------------------------------------------

@@ -107,6 +107,8 @@ class CallablesMixin:
                 return self.jit_info(b.value, scope)  # `step = train_step`
             if b.how == "param":
                 return self._param_jit(b)
+            if self.project is not None:
+                return self._project_jit(func, b)
             return None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if self.aliases.get(func.value.id):
@@ -192,4 +194,16 @@ class CallablesMixin:
                     info, wrapped = made
                     info.params = self.params_of(wrapped, scope)
                     return info
+        return None
+
+    def _project_jit(self, func: ast.Name, b: Binding) -> JitInfo | None:
+        """A jitted callable from another file of the reviewed tree: imported as one
+        (`from .train import p_train_step`) or made by an imported factory (`step = make_step(...)`)."""
+        if b.how == "import":
+            facts = self.project.function(self.qualname(func) or "")
+            return facts.jit if facts is not None else None
+        if b.how == "assign" and b.index is None and isinstance(b.value, ast.Call):
+            q = self.qualname(b.value.func)
+            facts = self.project.function(q) if q else None
+            return facts.makes_jit if facts is not None else None
         return None

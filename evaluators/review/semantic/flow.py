@@ -12,13 +12,21 @@ from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, dotted
 from jaxmem.evaluators.review.semantic.scopes import Scope
 
+# Packages whose functions are operations, not a user's step (`x = jnp.tanh(x)`, `s = np.clip(s)`).
+LIBRARIES = ("jax.", "numpy.", "math.", "scipy.", "flax.", "optax.", "haiku.", "equinox.", "chex.", "torch.",
+             "tensorflow.", "functools.", "itertools.", "operator.", "random.", "os.", "time.", "copy.")
+
 
 def replaced_state_calls(a: Analysis, loop: ast.AST, scope: Scope):
     """(call, names) for each call in the loop's own statements whose result replaces one of its
     arguments: directly (`s = f(s, x)`, `s, m = f(s)`, `s = f(s)[0]`) or through a name bound to
-    the result (`out = f(s)` then `s = out.state`, `s, m = out`, `s = out["state"]`)."""
+    the result (`out = f(s)` then `s = out.state`, `s, m = out`, `s = out["state"]`). Only state
+    the loop carries counts: a name whose value at the call comes from the previous iteration
+    (not the loop target, not bound earlier in the same iteration: `batch = reshard(batch)` on a
+    fresh batch transforms data, it carries nothing)."""
     if not isinstance(loop, LOOP_TYPES):
         return  # a comprehension builds a value; it carries no state between iterations
+    fresh = set(_keys(loop.target)) if isinstance(loop, (ast.For, ast.AsyncFor)) else set()
     results: dict[str, tuple[ast.Call, frozenset[str]]] = {}
     for stmt in _own_statements(loop.body):
         if isinstance(stmt, ast.Assign):
@@ -30,23 +38,24 @@ def replaced_state_calls(a: Analysis, loop: ast.AST, scope: Scope):
         written = frozenset(k for t in targets for k in _keys(t))
         call = value.value if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) else value
         if isinstance(call, ast.Call):
-            if not _a_step(a, call, scope):
-                continue
-            read = frozenset(k for arg in [*call.args, *(kw.value for kw in call.keywords)] for k in _keys(arg))
-            if written & read:
-                yield call, written & read
-            else:
-                for t in targets:
-                    if isinstance(t, ast.Name):
-                        results[t.id] = (call, read)
-            continue
-        base = value
-        while isinstance(base, (ast.Attribute, ast.Subscript)):
-            base = base.value
-        if isinstance(base, ast.Name) and base.id in results:
-            call, read = results[base.id]
-            if written & read:
-                yield call, written & read
+            if _a_step(a, call, scope):
+                read = frozenset(k for arg in [*call.args, *(kw.value for kw in call.keywords)] for k in _keys(arg))
+                carried = (written & read) - fresh
+                if carried:
+                    yield call, carried
+                else:
+                    for t in targets:
+                        if isinstance(t, ast.Name):
+                            results[t.id] = (call, read - fresh)
+        else:
+            base = value
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in results:
+                call, read = results[base.id]
+                if written & read:
+                    yield call, written & read
+        fresh |= written
 
 
 def _a_step(a: Analysis, call: ast.Call, scope: Scope) -> bool:
@@ -56,7 +65,11 @@ def _a_step(a: Analysis, call: ast.Call, scope: Scope) -> bool:
         return True
     q = a.qualname(call.func)
     if q is not None:
-        return a.project is not None and a.project.function(q) is not None
+        if a.project is not None and a.project.function(q) is not None:
+            return True
+        # A function of the user's own package (not a numerical library's operation) may well be
+        # the step: `state = train_step(state, batch)` imported from elsewhere.
+        return not q.startswith(LIBRARIES)
     if isinstance(call.func, ast.Name) and a.is_builtin(call.func, scope):
         return False
     return isinstance(call.func, (ast.Name, ast.Attribute))

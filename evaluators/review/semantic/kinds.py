@@ -95,7 +95,7 @@ class KindsMixin:
     def _returned_parts(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, index: int) -> list[str | None]:
         scope = self.scopes.get(fn)
         out = []
-        for ret in _returns(fn):
+        for ret in own_returns(fn):
             if not (isinstance(ret.value, ast.Tuple) and index < len(ret.value.elts)) or scope is None:
                 return []
             out.append(self.kind(ret.value.elts[index], scope, True))
@@ -277,7 +277,7 @@ class KindsMixin:
             return self._returns[key]
         self._returns[key] = None  # recursion guard
         scope = self.scopes.get(fn)
-        kinds = [self.kind(r.value, scope, strict) for r in _returns(fn) if r.value is not None] if scope else []
+        kinds = [self.kind(r.value, scope, strict) for r in own_returns(fn) if r.value is not None] if scope else []
         if strict:
             k = kinds[0] if kinds and len(set(kinds)) == 1 and kinds[0] in ("jax", "np") else None
         else:
@@ -293,7 +293,7 @@ class KindsMixin:
         return facts.returns_strict if strict else facts.returns
 
 
-def _returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+def own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
     """The function's own return statements (not those of nested functions or classes)."""
     out = []
     stack = list(fn.body)

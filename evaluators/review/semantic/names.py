@@ -165,3 +165,19 @@ def keyword(call: ast.Call, name: str) -> ast.AST | None:
     return None
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def absolute_module(node: ast.ImportFrom, module: str | None) -> str | None:
+    """`from .train import step` in `pkg.main` imports from `pkg.train`; None when the module's
+    own name is unknown (a file reviewed alone) or the import climbs above its package."""
+    if not node.level:
+        return node.module
+    if module is None:
+        return None
+    parts = module.split(".")
+    if node.level > len(parts):
+        return None
+    base = parts[:len(parts) - node.level]
+    if node.module:
+        base.append(node.module)
+    return ".".join(base) or None

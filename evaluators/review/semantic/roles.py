@@ -94,6 +94,13 @@ def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
     info = a.jit_info(call.func, scope)
     fn = jitted_def(info, at) if info is not None else a.resolve_def(call.func, scope)
     exact = (info is not None and info.exact) or fn is not None
+    q = a.qualname(call.func)
+    facts = a.project.function(q) if a.project is not None and q else None
+    if fn is None and facts is not None:
+        # Defined in another file of the reviewed tree: its facts were worked out there.
+        if facts.trains or applies_gradients(call):
+            return Role("train", info is not None, call, names)
+        return Role("step", info is not None, call, names)
     if trains(fn, at) or applies_gradients(call):
         return Role("train", exact, call, names)
     if named_for_training(call.func) and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):

@@ -1,0 +1,144 @@
+"""Facts across the files of one reviewed tree: a step jitted in `train.py`, called in `main.py`.
+
+When a directory is reviewed, every file's module name is known from its path, so an import of a
+function from another file of the tree (`from .train import train_step`, `from pkg.steps import
+update`) can be followed there: whether it is a jitted callable (and what it donates), what kind
+its results are, whether it trains. The other file is parsed and modelled on first use only, once
+per process, so a review pays for the imports it follows and nothing more. A single file, standard
+input, or the changed files pre-commit passes know only what they contain.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from jaxmem.evaluators.review.semantic.jit import JitInfo
+
+_IMPORTS = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
+MAX_BYTES = 1_000_000  # what the reviewer reads of a file at most (evaluators/review/config.py)
+
+
+@dataclass(frozen=True)
+class FunctionFacts:
+    """What a caller in another file can rely on about a module-level function or callable."""
+
+    jit: JitInfo | None  # a jitted callable: how it was made (params, donation, static arguments)
+    returns: str | None  # kind of its results (the default reading)
+    returns_strict: str | None  # kind of its results, where every return proves it
+    trains: bool  # takes gradients or applies an optimizer (in its body or one call deep)
+    makes_jit: JitInfo | None = None  # a factory: the jitted callable it returns
+
+
+class Project:
+    """Module names of the reviewed files, and their functions' facts, computed on demand."""
+
+    def __init__(self, files: dict[str, str]):
+        self.files = files  # dotted module name -> path
+        self._by_path = {p: m for m, p in files.items()}
+        self._tops = frozenset(m.split(".")[0] for m in files)  # the tree's top-level packages
+        self._facts: dict[str, dict[str, FunctionFacts] | None] = {}
+        self._words: dict[str, bool] = {}
+        self._suffix: dict[str, str | None] = {}
+
+    @classmethod
+    def of_paths(cls, roots: list[str], files: list[str]) -> Project:
+        """Module names relative to each reviewed directory (`src/pkg/mod.py` under `src/` is
+        `pkg.mod`); a file given on its own is its stem."""
+        out: dict[str, str] = {}
+        dirs = [Path(r).resolve() for r in roots if Path(r).is_dir()]
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            p = Path(f).resolve()
+            base = next((d for d in dirs if d in p.parents), p.parent)
+            parts = list(p.relative_to(base).with_suffix("").parts)
+            if parts and parts[-1] == "__init__":
+                parts.pop()
+            if parts:
+                out[".".join(parts)] = str(p)
+        return cls(out)
+
+    def prefilter_text(self, source: str) -> str:
+        """Words the rules' text prefilter should also see: a file that imports from a module of
+        the tree that makes jitted callables (its text says jit or pmap) may call one without
+        writing either word itself."""
+        if not self.files:
+            return ""
+        for m in _IMPORTS.finditer(source):
+            name = m.group(1) or m.group(2)
+            module = self._module_for(name) if not name.startswith(".") else None
+            if name.startswith(".") or module is not None:
+                if module is None or self._jits(module):
+                    return " jit pmap"
+        return ""
+
+    def _jits(self, module: str) -> bool:
+        if module not in self._words:
+            try:
+                with open(self.files[module], "rb") as fh:
+                    raw = fh.read(MAX_BYTES)
+                self._words[module] = b"jit" in raw or b"pmap" in raw
+            except OSError:
+                self._words[module] = False
+        return self._words[module]
+
+    def module_of(self, path: str) -> str | None:
+        return self._by_path.get(str(Path(path).resolve()))
+
+    def _module_for(self, dotted: str) -> str | None:
+        """The reviewed module an import names: exactly, or by its trailing components (the tree
+        may be reviewed from inside the package: `stoix.utils.x` is `utils.x` here)."""
+        if dotted in self.files:
+            return dotted
+        if dotted not in self._suffix:
+            matches = [m for m in self.files if dotted.endswith("." + m)]
+            self._suffix[dotted] = max(matches, key=len) if matches else None
+        return self._suffix[dotted]
+
+    def function(self, qualname: str) -> FunctionFacts | None:
+        module, _, name = qualname.rpartition(".")
+        found = self._module_for(module) if module else None
+        if found is None:
+            return None
+        if found not in self._facts:
+            self._facts[found] = None  # an import cycle reads "unknown", not a recursion
+            self._facts[found] = _module_facts(self.files[found], found, self)
+        facts = self._facts[found]
+        return facts.get(name) if facts else None
+
+
+def _module_facts(path: str, module: str, project: Project) -> dict[str, FunctionFacts] | None:
+    from jaxmem.evaluators.review import semantic
+    from jaxmem.evaluators.review.astutil import parse
+    from jaxmem.evaluators.review.semantic.training import trains
+    from jaxmem.evaluators.review.semantic.walk import At
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            return None
+        text = raw.decode("utf-8")
+        tree = parse(text, path)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return None
+    a = semantic.build(tree, text.splitlines(), module=module, project=project)
+    scope = a.module_scope
+    out: dict[str, FunctionFacts] = {}
+    for name, bindings in scope.bindings.items():
+        b = bindings[-1]
+        if b.how == "def" and isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            fn = b.node
+            inner = a.scopes.get(fn)
+            out[name] = FunctionFacts(
+                jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
+                trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None))
+        elif b.how == "assign" and b.info is not None:
+            wrapped = b.info.wrapped
+            fn = a.resolve_def(wrapped, scope) if isinstance(wrapped, (ast.Name, ast.Attribute)) else wrapped
+            fn = fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else None
+            out[name] = FunctionFacts(jit=b.info, returns="jax", returns_strict="jax",
+                                      trains=fn is not None and trains(fn, At(a, a.scopes.get(fn) or scope)))
+    return out

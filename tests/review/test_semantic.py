@@ -1,0 +1,263 @@
+"""The reviewer's semantic model on its own (evaluators/review/semantic): kinds and their strict
+reading, loop roles from data flow, periodic branches, waits, donation semantics, other files of a
+reviewed tree. Each test states one fact the rules rely on; most fail if the mechanism is removed."""
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jaxmem.evaluators.review import semantic
+from jaxmem.evaluators.review.semantic.branches import periodic_guard
+from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
+from jaxmem.evaluators.review.semantic.project import Project
+from jaxmem.evaluators.review.semantic.roles import role
+
+
+def model(src: str, module: str | None = None, project=None):
+    src = textwrap.dedent(src)
+    tree = ast.parse(src)
+    return semantic.build(tree, src.splitlines(), module=module, project=project), tree
+
+
+def scope_at(a, line: int):
+    """The innermost function scope containing `line` (the module's otherwise)."""
+    best = a.module_scope
+    for node, sc in a.scopes.items():
+        if getattr(node, "lineno", 0) <= line <= getattr(node, "end_lineno", -1) and node is not a.tree:
+            if best is a.module_scope or node.lineno >= best.node.lineno:
+                best = sc
+    return best
+
+
+def expr_at(tree, line: int, text: str):
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.expr) and getattr(n, "lineno", 0) == line
+                and ast.unparse(n) == text)
+
+
+def kind(src: str, line: int, text: str, strict: bool = False):
+    a, tree = model(src)
+    return a.kind(expr_at(tree, line, text), scope_at(a, line), strict)
+
+
+def loops_of(tree):
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]
+
+
+# ---- kinds -------------------------------------------------------------------------------------
+
+JITTED = """
+import jax, jax.numpy as jnp, numpy as np
+
+@jax.jit
+def step(state, batch):
+    return state, {"loss": jnp.mean(batch)}
+
+def run(state, batches, flag):
+    for batch in batches:
+        state, metrics = step(state, batch)
+        loss = metrics["loss"]
+        maybe = loss if flag else 0.0
+        host = np.asarray(loss)
+        shapes = jax.tree.map(jnp.shape, metrics)
+        floats = jax.tree.map(float, metrics)
+        size = jax.lax.psum(1, "i")
+"""
+
+
+@pytest.mark.parametrize("line,text,expected", [
+    (11, "loss", "jax"),                        # a subscript of a jitted call's unpacked result
+    (13, "host", "np"),
+    (14, "shapes", None),                       # tree.map of jnp.shape gives shapes
+    (15, "floats", "scalar"),                   # tree.map of float gives Python numbers
+    (16, "size", "scalar"),                     # psum of a literal is the axis size
+])
+def test_kinds_follow_results_through_unpacking_subscripts_and_tree_map(line, text, expected):
+    assert kind(JITTED, line, text) == expected
+
+
+def test_the_strict_reading_refuses_a_guess_the_default_reading_makes():
+    # `loss if flag else 0.0`: a device array on one branch only.
+    assert kind(JITTED, 12, "maybe") == "jax"
+    assert kind(JITTED, 12, "maybe", strict=True) is None
+    # A callable matched by attribute name only (another object may have a method of that name).
+    src = """
+    import jax
+    class A:
+        def __init__(self):
+            self.step = jax.jit(lambda x: x)
+    def go(b, x):
+        y = b.step(x)
+        return y
+    """
+    assert kind(src, 8, "y") == "jax" and kind(src, 8, "y", strict=True) is None
+
+
+def test_an_unpacked_literal_tuple_gives_each_name_its_own_kind():
+    src = """
+    import jax.numpy as jnp, numpy as np
+    def f():
+        a, b = jnp.ones(3), np.ones(3)
+        return a, b
+    """
+    assert kind(src, 5, "a") == "jax" and kind(src, 5, "b") == "np"
+
+
+# ---- loop roles ----------------------------------------------------------------------------------
+
+ROLES = """
+import jax, jax.numpy as jnp, optax
+tx = optax.sgd(0.1)
+
+@jax.jit
+def train_step(params, opt_state, batch):
+    grads = jax.grad(lambda p: jnp.sum(batch @ p))(params)
+    updates, opt_state = tx.update(grads, opt_state)
+    return optax.apply_updates(params, updates), opt_state
+
+@jax.jit
+def advance(grid):
+    return jnp.roll(grid, 1)
+
+@jax.jit
+def predict(params, x):
+    return x @ params
+
+def reshard(batch):
+    return batch
+
+def main(params, opt_state, batches, grid, n, learn, state):
+    for batch in batches:                                   # train
+        params, opt_state = train_step(params, opt_state, batch)
+    for _ in range(n):                                      # step: replaced state, no gradients
+        grid = advance(grid)
+    for x in batches:                                       # eval: no state carried
+        out = predict(params, x)
+    for _ in range(3):                                      # setup: three literal iterations
+        params, opt_state = train_step(params, opt_state, batch)
+    for epoch in range(n):                                  # epochs
+        for batch in batches:
+            params, opt_state = train_step(params, opt_state, batch)
+    for batch in batches:                                   # a fresh batch transformed: no state
+        batch = reshard(batch)
+        out = predict(params, batch)
+"""
+
+
+def test_loop_roles_are_read_from_the_state_the_loop_carries():
+    a, tree = model(ROLES)
+    sc = scope_at(a, 22)
+    got = [role(a, loop, sc).role for loop in sorted(loops_of(tree), key=lambda n: n.lineno)]
+    assert got == ["train", "step", "eval", "setup", "epoch", "train", "eval"]
+    first = role(a, sorted(loops_of(tree), key=lambda n: n.lineno)[0], sc)
+    assert first.proven and first.state == frozenset({"params", "opt_state"})
+
+
+def test_state_replaced_through_the_results_attributes_is_state():
+    src = """
+    def run(learn, learner_state, n):
+        for _ in range(n):
+            learner_output = learn(learner_state)
+            learner_state = learner_output.learner_state
+    """
+    a, tree = model(src)
+    (loop,) = loops_of(tree)
+    ((call, names),) = list(replaced_state_calls(a, loop, scope_at(a, 4)))
+    assert ast.unparse(call) == "learn(learner_state)" and names == frozenset({"learner_state"})
+
+
+# ---- periodic branches -----------------------------------------------------------------------------
+
+def test_a_modulus_of_one_is_every_step_and_a_flag_bound_to_a_modulus_is_periodic():
+    src = """
+    import time
+    log_interval = 1
+    eval_every = 100
+    def f(steps):
+        last = time.time()
+        for step in range(steps):
+            should_log = step % eval_every == 0
+            if step % log_interval == 0:
+                pass
+            if step % eval_every == 0:
+                pass
+            if should_log:
+                pass
+            if time.time() - last > 60:
+                pass
+    """
+    a, tree = model(src)
+    sc = scope_at(a, 9)
+    ifs = sorted((n for n in ast.walk(tree) if isinstance(n, ast.If)), key=lambda n: n.lineno)
+    assert [periodic_guard(i, None, a, sc) for i in ifs] == [False, True, True, True]
+
+
+# ---- donation -------------------------------------------------------------------------------------
+
+def test_donation_follows_jaxs_own_rules_per_maker():
+    src = """
+    import functools, jax
+    @functools.partial(jax.pmap, donate_argnums=(0,))
+    def p_step(state, batch):
+        return state
+    @functools.partial(jax.jit, donate_argnums=(0,))
+    def j_step(state, batch):
+        return state
+    def f(mesh, g):
+        s = jax.jit(jax.shard_map(g, mesh=mesh, in_specs=(), out_specs=()), donate_argnames=("state",))
+        return s
+    """
+    a, tree = model(src)
+    sc = a.module_scope
+    p = a.jit_info(ast.Name("p_step", ast.Load(), lineno=20, col_offset=0), sc)
+    j = a.jit_info(ast.Name("j_step", ast.Load(), lineno=20, col_offset=0), sc)
+    assert p.pmapped and not p.donates_keyword("state")       # pmap: never by keyword
+    assert j.donates_keyword("state")                           # jit maps the keyword (jax >= 0.4.14)
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "jax.jit")
+    info, _wrapped = a.jit_from_call(call, scope_at(a, 10))
+    assert not info.donation_known                              # names through a signature it cannot see
+
+
+def test_a_factory_returning_a_pmap_in_a_tuple_position_gives_that_name_the_jit():
+    src = """
+    import jax
+    def setup(fn):
+        learn = jax.pmap(fn, axis_name="d")
+        return learn, 3
+    def main(fn):
+        learn, n = setup(fn)
+        return learn
+    """
+    a, tree = model(src)
+    assert a.jit_info(expr_at(tree, 8, "learn"), scope_at(a, 8)).maker == "jax.pmap"
+
+
+# ---- other files of the reviewed tree -------------------------------------------------------------
+
+def test_a_step_jitted_in_another_file_is_followed_there(tmp_path: Path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "train.py").write_text(textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        @jax.jit
+        def train_step(w, x):
+            return w - 0.1 * jax.grad(lambda w: jnp.sum(x @ w))(w)
+    """))
+    main = textwrap.dedent("""
+        from .train import train_step
+        def fit(w, xs):
+            for x in xs:
+                w = train_step(w, x)
+    """)
+    (pkg / "main.py").write_text(main)
+    project = Project.of_paths([str(tmp_path)], [str(pkg / "train.py"), str(pkg / "main.py")])
+    assert project.module_of(str(pkg / "main.py")) == "pkg.main"
+    assert project.prefilter_text(main) == " jit pmap"  # main.py never says "jit" itself
+    a, tree = model(main, module="pkg.main", project=project)
+    (loop,) = loops_of(tree)
+    r = role(a, loop, scope_at(a, 5))
+    assert (r.role, r.proven) == ("train", True)
+    alone, tree = model(main)  # the same file reviewed on its own knows nothing of train.py
+    assert alone.jit_info(expr_at(tree, 5, "train_step"), scope_at(alone, 5)) is None
