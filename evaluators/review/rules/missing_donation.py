@@ -130,6 +130,12 @@ class MissingDonation(Rule):
                 p = params.index(kw.arg)
                 if p not in static and not info.donates_keyword(kw.arg):
                     found.append((p, kw.value))
+        recv = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if isinstance(recv, ast.Name) and recv.id in replaced and info.receiver_donated is False:
+            found.append((-1, recv))  # `model, info = model.update(...)`: the method's own instance
+        if info.receiver_donated is not None:
+            # A bound method: JAX counts positions on the function, where `self` is argument 0.
+            found = [(p + 1, arg) for p, arg in found]
         return found
 
     def _worth_donating(self, arg: ast.Name, loop: ast.AST, short: bool, ctx: Ctx, trained: bool) -> bool:

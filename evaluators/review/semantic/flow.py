@@ -27,8 +27,28 @@ def replaced_state_calls(a: Analysis, loop: ast.AST, scope: Scope):
     if not isinstance(loop, LOOP_TYPES):
         return  # a comprehension builds a value; it carries no state between iterations
     fresh = set(_keys(loop.target)) if isinstance(loop, (ast.For, ast.AsyncFor)) else set()
-    results: dict[str, tuple[ast.Call, frozenset[str]]] = {}
-    for stmt in _own_statements(loop.body):
+    yield from _block(a, loop.body, scope, fresh, {})
+
+
+def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
+           results: dict[str, tuple[ast.Call, frozenset[str]]]):
+    """One block of the loop body in order. `fresh`: names already bound in this iteration on
+    every path to here; the branches of an `if` each start from it and bind only for themselves."""
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            yield from _block(a, stmt.body, scope, set(fresh), dict(results))
+            yield from _block(a, stmt.orelse, scope, set(fresh), dict(results))
+            continue
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            yield from _block(a, stmt.body, scope, fresh, results)
+            continue
+        if isinstance(stmt, ast.Try):
+            yield from _block(a, stmt.body, scope, fresh, results)
+            for h in stmt.handlers:
+                yield from _block(a, h.body, scope, set(fresh), dict(results))
+            yield from _block(a, stmt.orelse, scope, fresh, results)
+            yield from _block(a, stmt.finalbody, scope, fresh, results)
+            continue
         if isinstance(stmt, ast.Assign):
             targets, value = stmt.targets, stmt.value
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
@@ -39,7 +59,11 @@ def replaced_state_calls(a: Analysis, loop: ast.AST, scope: Scope):
         call = value.value if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) else value
         if isinstance(call, ast.Call):
             if _a_step(a, call, scope):
+                # The receiver is read too: `model, info = model.update(batch)` replaces `model`.
+                receiver = _keys(call.func.value) if isinstance(call.func, ast.Attribute) and (
+                    a.jit_info(call.func, scope) is not None or a.resolve_def(call.func, scope) is not None) else []
                 read = frozenset(k for arg in [*call.args, *(kw.value for kw in call.keywords)] for k in _keys(arg))
+                read |= frozenset(receiver)
                 carried = (written & read) - fresh
                 if carried:
                     yield call, carried
@@ -72,6 +96,8 @@ def _a_step(a: Analysis, call: ast.Call, scope: Scope) -> bool:
         return not q.startswith(LIBRARIES)
     if isinstance(call.func, ast.Name) and a.is_builtin(call.func, scope):
         return False
+    if isinstance(call.func, ast.Attribute) and a.kind(call.func.value, scope) in ("jax", "np", "scalar"):
+        return False  # `x = x.reshape(...)`: a method of an array, not a step
     return isinstance(call.func, (ast.Name, ast.Attribute))
 
 
@@ -87,16 +113,6 @@ def _keys(expr: ast.AST) -> list[str]:
         d = dotted(expr)
         return [d] if d is not None else []
     return []
-
-
-def _own_statements(body: list[ast.stmt]):
-    """The loop's statements, inside if/with/try blocks, but not inside nested loops or defs."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, (ast.If, ast.With, ast.AsyncWith, ast.Try)):
-            for block in (getattr(stmt, "body", []), getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
-                          *[h.body for h in getattr(stmt, "handlers", [])]):
-                yield from _own_statements(block)
 
 
 def inner_loops(body: list[ast.stmt]):

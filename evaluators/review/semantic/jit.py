@@ -21,6 +21,7 @@ class JitInfo:
     donate_from: int | None = None  # equinox `donate="all"` (0) / `"all-except-first"` (1)
     exact: bool = True  # False: matched by attribute name only (another object may have it)
     wrapped: ast.AST | None = None  # the expression that was jitted, when visible
+    receiver_donated: bool | None = None  # a bound method: whether its receiver (self) is donated
 
     @classmethod
     def from_keywords(cls, node: ast.AST, keywords: list[ast.keyword], maker: str = "jax.jit") -> JitInfo:
@@ -115,6 +116,10 @@ class JitInfo:
         """The same callable reached as a bound method: positions shift past `self`."""
         def shift(nums):
             return None if nums is None else frozenset(i - 1 for i in nums if i > 0)
-        return JitInfo(self.node, self.params[1:] if self.params else self.params, shift(self.donate_argnums),
-                       self.donate_argnames, shift(self.static_argnums), self.static_argnames, self.maker,
-                       None if self.donate_from is None else max(0, self.donate_from - 1), self.exact, self.wrapped)
+        out = JitInfo(self.node, self.params[1:] if self.params else self.params, shift(self.donate_argnums),
+                      self.donate_argnames, shift(self.static_argnums), self.static_argnames, self.maker,
+                      None if self.donate_from is None else max(0, self.donate_from - 1), self.exact, self.wrapped)
+        # The receiver is argument 0 of the jitted function: a method that returns a new instance
+        # replaces its receiver (`model, info = model.update(batch)`), donated only if 0 is.
+        out.receiver_donated = self.donates(0) or bool(self.params and self.params[0] in (self.donate_argnames or ()))
+        return out

@@ -13,6 +13,10 @@ from jaxmem.evaluators.review.semantic.kinds import KindsMixin
 from jaxmem.evaluators.review.semantic.names import _END, ARRAY_TYPES, CANONICAL, JIT_NAMES, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 
+# Calls that return the same pytree (of the same class) they are given, placed elsewhere.
+PYTREE_PRESERVING = frozenset({"flax.jax_utils.replicate", "flax.jax_utils.unreplicate", "jax.device_put",
+                               "jax.device_put_replicated", "jax.block_until_ready", "jax.device_get"})
+
 
 class Analysis(CallablesMixin, KindsMixin):
     """Module facts; built by `build(tree)` in one recursive pass plus a resolution pass."""
@@ -167,7 +171,38 @@ class Analysis(CallablesMixin, KindsMixin):
             while s is not None and s.cls is None:
                 s = s.parent
             return s.cls if s is not None else None
-        b = self.resolve(recv.id, scope, pos(recv))
-        if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Call):
-            return self.local_class(b.value.func)
+        found = self._reaching_all(recv.id, scope, pos(recv))
+        for b in found:
+            cls = self._class_of_value(b, scope, 0)
+            if cls is not None:
+                return cls
         return None
+
+    def _reaching_all(self, name: str, scope: Scope, p) -> list[Binding]:
+        s: Scope | None = scope
+        while s is not None:
+            found = s.reaching(name, p, s is scope)
+            if found is not None:
+                return found
+            s = s.parent
+        return []
+
+    def _class_of_value(self, b: Binding, scope: Scope, depth: int) -> ClassInfo | None:
+        """`C(...)`, `C.create(...)` (a classmethod of a local class), or a pytree-preserving call
+        of one (`flax.jax_utils.replicate(model)`, `jax.device_put(state)`): the same class."""
+        if b.how != "assign" or b.index is not None or not isinstance(b.value, ast.Call) or depth > 3:
+            return None
+        func = b.value.func
+        cls = self.local_class(func)
+        if cls is None and isinstance(func, ast.Attribute):
+            cls = self.local_class(func.value)  # `Trainer.create(...)`
+        if cls is None and self.qualname(func) in PYTREE_PRESERVING and b.value.args and isinstance(
+                b.value.args[0], ast.Name):
+            # Any earlier binding of the argument, newest first (one may sit in a branch).
+            name, at = b.value.args[0].id, pos(b.value)
+            earlier = sorted((x for x in scope.bindings.get(name, ()) if x.at < at), key=lambda x: x.at, reverse=True)
+            for inner in earlier or self._reaching_all(name, scope, at):
+                cls = self._class_of_value(inner, scope, depth + 1)
+                if cls is not None:
+                    break
+        return cls
