@@ -1,0 +1,161 @@
+"""Score `jaxmem review` on an unseen reading: precision per confidence tier and rule, recall of the
+hand-found cases, and (with --write-precision) the per-rule figures `jaxmem review --list-rules` shows.
+
+    python benchmarks/review/score.py benchmarks/review/unseen-2026-12b            # aggregates
+    python benchmarks/review/score.py READING --labels FILE --findings-out FILE.json
+    python benchmarks/review/score.py READING --write-precision                    # evaluators/review/precision.yaml
+
+A reading is a folder of vendored repositories (`<owner>__<name>/`, git-ignored: fetch them again
+from SOURCES.txt) with `cases.yaml` (anti-patterns found by hand before the reviewer ran) and, once
+its findings were judged, `labels.yaml` (one entry per finding: file, cell, line, code, label TP |
+FP | debatable, reason). Each repository is reviewed on its own with the defaults plus
+--show-possible, so both tiers are measured. Precision = TP / (TP + FP); debatable findings are
+counted apart. A case is found by a finding of a code for its kind in the same file within two
+lines (for a missing donation, anywhere in the file: the case names the jit, the finding its call).
+Unlabelled findings are counted; their locations are printed only with --list-unlabelled (never
+for a reading you have not finished reading: that is how a sealed reading stays sealed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import yaml
+
+from jaxmem.evaluators.review import api
+
+ROOT = Path(__file__).resolve().parents[2]
+KIND_CODES = {
+    "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM011"},
+    "timing-no-block": {"JM701"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
+    "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM014"},
+    "xla-env-late": {"JM601"}, "list-accumulation": {"JM803"}, "python-loop-not-scan": {"JM503", "JM504"},
+    "host-roundtrip": {"JM103", "JM201", "JM202", "JM013"}, "captured-constant": {"JM302"},
+    "callback-per-update": set(), "other": set(),
+}
+
+
+def findings(reading: Path) -> list[dict]:
+    out = []
+    for repo in sorted(p for p in reading.iterdir() if p.is_dir() and "__" in p.name):
+        r = api.review_paths([str(repo)], respect_gitignore=False, jobs=1, progress=False, show_possible=True)
+        for f in r.findings:
+            rel = Path(f.path).resolve().relative_to(reading.resolve()).as_posix()
+            out.append({"file": rel, "cell": f.cell, "line": f.line, "code": f.code, "confidence": f.confidence,
+                        "message": f.message, "source_line": f.source_line})
+    return out
+
+
+def load_cases(reading: Path) -> list[dict]:
+    doc = yaml.safe_load((reading / "cases.yaml").read_text(encoding="utf-8"))
+    return doc["cases"] if isinstance(doc, dict) else doc
+
+
+def score(reading: Path, labels_path: Path | None) -> dict:
+    found = findings(reading)
+    labels = {}
+    if labels_path is not None and labels_path.exists():
+        for x in yaml.safe_load(labels_path.read_text(encoding="utf-8")) or []:
+            labels[(x["file"], x.get("cell"), x["line"], x["code"])] = x["label"]
+    tiers: dict[str, Counter] = defaultdict(Counter)
+    rules: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    unlabelled = []
+    for f in found:
+        label = labels.get((f["file"], f["cell"], f["line"], f["code"]))
+        f["label"] = label
+        if label is None:
+            unlabelled.append(f)
+        tiers[f["confidence"]][label or "unlabelled"] += 1
+        rules[f["confidence"]][f["code"]][label or "unlabelled"] += 1
+    cases = load_cases(reading)
+    recall: dict[str, Counter] = {"sure": Counter(), "sure+possible": Counter()}
+    by_kind: Counter = Counter()
+    by_kind_found: Counter = Counter()
+    for c in cases:
+        codes = KIND_CODES.get(c["kind"], set())
+        cell = None if c.get("cell") is None else c["cell"] + 1
+        severity = c.get("confidence") or c.get("severity")
+        for name, allowed in (("sure", {"sure"}), ("sure+possible", {"sure", "possible"})):
+            hit = any(f["file"] == c["file"] and f["code"] in codes and f["confidence"] in allowed
+                      and (c["kind"] == "missing-donation" or (f["cell"] == cell and abs(f["line"] - c["line"]) <= 2))
+                      for f in found)
+            recall[name][(severity, hit)] += 1
+            if name == "sure+possible" and severity == "clear":
+                by_kind[c["kind"]] += 1
+                by_kind_found[c["kind"]] += hit
+    return {"findings": found, "tiers": tiers, "rules": rules, "unlabelled": unlabelled, "recall": recall,
+            "by_kind": {k: (by_kind_found[k], n) for k, n in by_kind.items()}}
+
+
+def precision(c: Counter) -> str:
+    n = c["TP"] + c["FP"]
+    return f"{c['TP'] / n:.2f}" if n else "-"
+
+
+def render(reading: Path, s: dict) -> str:
+    out = [f"jaxmem review on {reading.name}: {len(s['findings'])} findings (both tiers)", ""]
+    for tier in ("sure", "possible"):
+        c = s["tiers"].get(tier, Counter())
+        out.append(f"{tier:<9} TP {c['TP']:>3}  FP {c['FP']:>3}  debatable {c['debatable']:>3}  unlabelled "
+                   f"{c['unlabelled']:>3}  precision {precision(c)}")
+        for code, rc in sorted(s["rules"].get(tier, {}).items()):
+            out.append(f"    {code}: TP {rc['TP']}, FP {rc['FP']}, debatable {rc['debatable']}"
+                       + (f", unlabelled {rc['unlabelled']}" if rc["unlabelled"] else ""))
+    out.append("")
+    for name, c in s["recall"].items():
+        parts = []
+        for severity in ("clear", "debatable"):
+            n = c[(severity, True)] + c[(severity, False)]
+            parts.append(f"{severity} {c[(severity, True)]}/{n}")
+        out.append(f"recall ({name}): " + ", ".join(parts))
+    out.append("clear cases found by kind (sure+possible): "
+               + ", ".join(f"{k} {f}/{n}" for k, (f, n) in sorted(s["by_kind"].items())))
+    return "\n".join(out) + "\n"
+
+
+def write_precision(reading: Path, s: dict) -> Path:
+    rules = {}
+    for code, rc in sorted(s["rules"].get("sure", {}).items()):
+        n = rc["TP"] + rc["FP"]
+        rules[code] = {"tp": rc["TP"], "fp": rc["FP"], "debatable": rc["debatable"],
+                       "precision": round(rc["TP"] / n, 2) if n else None}
+    sure = s["tiers"].get("sure", Counter())
+    doc = {"reading": f"{reading.name}: sure findings on code nobody here had read before the run "
+                      f"(TP {sure['TP']}, FP {sure['FP']}; benchmarks/review/score.py)",
+           "rules": rules}
+    path = ROOT / "evaluators" / "review" / "precision.yaml"
+    path.write_text("# Written by benchmarks/review/score.py --write-precision; read by --list-rules.\n"
+                    + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("reading", type=Path)
+    ap.add_argument("--labels", type=Path, help="labels file (default: READING/labels.yaml)")
+    ap.add_argument("--findings-out", type=Path, help="write the findings (for labelling) to this JSON file")
+    ap.add_argument("--list-unlabelled", action="store_true", help="print unlabelled findings' locations")
+    ap.add_argument("--write-precision", action="store_true", help="write evaluators/review/precision.yaml")
+    args = ap.parse_args(argv)
+    if not (args.reading / "cases.yaml").is_file():
+        ap.error(f"{args.reading}: not a reading (no cases.yaml)")
+    if not any(p.is_dir() and "__" in p.name for p in args.reading.iterdir()):
+        ap.error(f"{args.reading}: the vendored code is missing; fetch it again as its README says")
+    s = score(args.reading, args.labels or args.reading / "labels.yaml")
+    if args.findings_out:
+        args.findings_out.write_text(json.dumps(s["findings"], indent=1), encoding="utf-8")
+    sys.stdout.write(render(args.reading, s))
+    if args.list_unlabelled:
+        for f in s["unlabelled"]:
+            where = f["file"] + (f":cell {f['cell']}" if f["cell"] else "") + f":{f['line']}"
+            print(f"  unlabelled {f['confidence']} {f['code']} {where}")
+    if args.write_precision:
+        print(f"wrote {write_precision(args.reading, s)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
