@@ -5,7 +5,6 @@ import ast
 from typing import TYPE_CHECKING
 
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields
-from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.names import (
     APPENDERS,
     COMPILED_BODIES,
@@ -107,8 +106,8 @@ class _Builder:
             self.visit_list(node.decorator_list)
             info = None
             for dec in node.decorator_list:
-                info = info or self._decorator_jit(dec, node)
-                q = self._decorator_q(dec)
+                info = info or self.a.decorator_jit(dec, node, self.scope)
+                q = self.a.decorator_qualname(dec)
                 if q in TRACING_NAMES:
                     scope.reasons.add("custom" if q in CUSTOM_RULES else "control" if q in CONTROL_FLOW
                                       else "jit" if q in JIT_NAMES else "transform")
@@ -144,35 +143,6 @@ class _Builder:
         self.scope, (self.loop_depth, self.guarded) = prev, saved_depth
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
-
-    def _decorator_q(self, dec: ast.AST) -> str | None:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        q = self.a.qualname(target)
-        if q == "functools.partial" and isinstance(dec, ast.Call) and dec.args:
-            q = self.a.qualname(dec.args[0])
-        return q
-
-    def _decorator_jit(self, dec: ast.AST, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> JitInfo | None:
-        params = tuple(a.arg for a in [*fn.args.posonlyargs, *fn.args.args])
-        info = None
-        q = self.a.qualname(dec)
-        if q in JIT_NAMES:
-            info = JitInfo(node=dec, maker=q)
-        elif isinstance(dec, ast.Call):
-            info = self.a.jit_factory(dec, self.scope)
-            if info is None and isinstance(dec.func, ast.Name):
-                base = self.a.jit_factory_of(dec.func, self.scope)  # `@my_jit(static_argnums=1)`? rare
-                if base is not None:
-                    info = JitInfo.from_keywords(dec, dec.keywords, base.maker).merged(base)
-        elif isinstance(dec, ast.Name):
-            base = self.a.jit_factory_of(dec, self.scope)
-            if base is not None:
-                info = JitInfo(dec, None, base.donate_argnums, base.donate_argnames, base.static_argnums,
-                               base.static_argnames, base.maker, base.donate_from)
-        if info is not None:
-            info.params = params
-            info.wrapped = fn
-        return info
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.visit_list(node.decorator_list)

@@ -207,3 +207,34 @@ class CallablesMixin:
             facts = self.project.function(q) if q else None
             return facts.makes_jit if facts is not None else None
         return None
+
+    def decorator_qualname(self, dec: ast.AST) -> str | None:
+        """`@jax.jit`, `@partial(jax.jit, ...)`, `@jax.jit(...)`: the transform a decorator applies."""
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        q = self.qualname(target)
+        if q == "functools.partial" and isinstance(dec, ast.Call) and dec.args:
+            q = self.qualname(dec.args[0])
+        return q
+
+    def decorator_jit(self, dec: ast.AST, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> JitInfo | None:
+        """How a jit decorator jits `fn` (its options, and a jit factory's)."""
+        params = tuple(a.arg for a in [*fn.args.posonlyargs, *fn.args.args])
+        info = None
+        q = self.qualname(dec)
+        if q in JIT_NAMES:
+            info = JitInfo(node=dec, maker=q)
+        elif isinstance(dec, ast.Call):
+            info = self.jit_factory(dec, scope)
+            if info is None and isinstance(dec.func, ast.Name):
+                base = self.jit_factory_of(dec.func, scope)  # `@my_jit(static_argnums=1)`? rare
+                if base is not None:
+                    info = JitInfo.from_keywords(dec, dec.keywords, base.maker).merged(base)
+        elif isinstance(dec, ast.Name):
+            base = self.jit_factory_of(dec, scope)
+            if base is not None:
+                info = JitInfo(dec, None, base.donate_argnums, base.donate_argnames, base.static_argnums,
+                               base.static_argnames, base.maker, base.donate_from)
+        if info is not None:
+            info.params = params
+            info.wrapped = fn
+        return info
