@@ -10,7 +10,7 @@ from jaxmem.evaluators.review import semantic
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic import loops, roles
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
 
 PARSE_ERROR_CODE = "JM001"
@@ -234,6 +234,14 @@ def mark_per_step(analysis: semantic.Analysis) -> None:
             continue
         callee.per_step = call
         callee.per_step_loop, callee.per_step_scope = loop, scope
+    # A method that runs a training step on its own object's state (`self.state, loss =
+    # self.train_jit(self.state, batch)`) runs once per step of whatever loop calls it, here or in
+    # another file: its body after the step is per-step code.
+    for scope in analysis.scopes.values():
+        if scope.per_step is None and scope.cls is not None and not scope.traced:
+            found = roles.step_method(analysis, scope)
+            if found is not None:
+                scope.per_step, scope.step_role = found.call, found
 
 
 def newer_syntax(exc: Exception, lines: list[str]) -> str | None:

@@ -116,7 +116,10 @@ class Ctx:
         template = message or rule.message
         if self.per_step_body:
             call = self.per_step
-            template += f" (this function runs on every iteration of the loop that calls it on line {call.lineno})"
+            if self.scope.step_role is not None:
+                template += f" (this method runs a training step, line {call.lineno}: once per step of the loop that calls it)"
+            else:
+                template += f" (this function runs on every iteration of the loop that calls it on line {call.lineno})"
         fix_text = fix or rule.fix
         self.findings.append(Finding(
             path=self.path, line=line, col=getattr(node, "col_offset", 0) + 1, code=rule.code,

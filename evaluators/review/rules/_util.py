@@ -70,3 +70,22 @@ def jitted_call_args_in_host_loop(node: ast.Call, ctx: Ctx) -> list[ast.AST]:
     if not ctx.host_loop or ctx.jit_info(node.func) is None:
         return []
     return [*node.args, *(kw.value for kw in node.keywords)]
+
+
+def forces_cpu(ctx: Ctx) -> bool:
+    """The module selects the CPU platform (`JAX_PLATFORMS=cpu`, `jax.config.update(
+    "jax_platform_name" / "jax_platforms", "cpu")`): GPU allocator settings are inert there."""
+    memo = ctx.memo
+    if "forces_cpu" not in memo:
+        found = False
+        for n in ast.walk(ctx.analysis.tree):
+            if isinstance(n, ast.Call) and ctx.qualname(n.func) == "jax.config.update" and len(n.args) == 2:
+                key, value = const_str(n.args[0]), const_str(n.args[1])
+                found = found or (key in ("jax_platform_name", "jax_platforms") and value == "cpu")
+            elif isinstance(n, (ast.Assign, ast.Call)):
+                found = found or any(k in ("JAX_PLATFORMS", "JAX_PLATFORM_NAME") and const_str(v) == "cpu"
+                                     for k, v in env_writes(ctx, n))
+            if found:
+                break
+        memo["forces_cpu"] = found
+    return memo["forces_cpu"]

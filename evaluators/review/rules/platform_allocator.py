@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
+from jaxmem.evaluators.review.rules._util import ENV_CALLS, const_str, env_writes, forces_cpu
 
 
 class PlatformAllocator(Rule):
@@ -36,7 +36,8 @@ class PlatformAllocator(Rule):
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         for key, value in env_writes(ctx, node):
             if key == "XLA_PYTHON_CLIENT_ALLOCATOR" and const_str(value) == "platform":
-                ctx.report(self, node)
+                # Possible where the module also selects the CPU platform: the setting is inert there.
+                ctx.report(self, node, sure=not forces_cpu(ctx))
 
 
 RULE = PlatformAllocator()

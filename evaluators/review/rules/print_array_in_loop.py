@@ -76,7 +76,7 @@ class PrintArrayInLoop(Rule):
             return False
         q = ctx.qualname(func)
         if q is not None:
-            return q.startswith(("logging.", "sys.stdout.", "sys.stderr."))
+            return q.startswith(("logging.", "absl.logging.", "sys.stdout.", "sys.stderr.", "loguru.logger."))
         # `logger.info(...)`, `log.info(...)`: conventional names for a logging.Logger
         base = func.value
         return isinstance(base, ast.Name) and ("log" in base.id.lower())

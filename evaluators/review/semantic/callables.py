@@ -59,6 +59,11 @@ class CallablesMixin:
             b = self.resolve(func.id, scope, pos(func))
             if b is not None and b.factory is not None:
                 return b.factory
+        if self.project is not None and isinstance(func, (ast.Name, ast.Attribute)):
+            q = self.qualname(func)  # `constants.pmap`, a partial of jax.pmap in another file
+            facts = self.project.function(q) if q else None
+            if facts is not None and facts.jit_maker is not None:
+                return facts.jit_maker
         return None
 
     def params_of(self, wrapped: ast.AST | None, scope: Scope | None = None) -> tuple[str, ...] | None:

@@ -11,6 +11,7 @@ import ast
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, dotted
 from jaxmem.evaluators.review.semantic.scopes import Scope
+from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
 
 # Packages whose functions are operations, not a user's step (`x = jnp.tanh(x)`, `s = np.clip(s)`).
 LIBRARIES = ("jax.", "numpy.", "math.", "scipy.", "flax.", "optax.", "haiku.", "equinox.", "chex.", "torch.",
@@ -30,6 +31,12 @@ def replaced_state_calls(a: Analysis, loop: ast.AST, scope: Scope):
     yield from _block(a, loop.body, scope, fresh, {})
 
 
+def state_replacements(a: Analysis, body: list[ast.stmt], scope: Scope):
+    """The same reading over a function body: calls whose result replaces an argument that the
+    body did not bind before (a parameter, or state kept on `self`)."""
+    yield from _block(a, body, scope, set(), {})
+
+
 def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
            results: dict[str, tuple[ast.Call, frozenset[str]]]):
     """One block of the loop body in order. `fresh`: names already bound in this iteration on
@@ -41,6 +48,11 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
             continue
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             yield from _block(a, stmt.body, scope, fresh, results)
+            continue
+        if isinstance(stmt, (ast.For, ast.AsyncFor)) and _few(a, stmt, scope):
+            # A loop of a few iterations inside the step (gradient accumulation over 4 micro-batches)
+            # is part of each iteration of this loop: its state is this loop's state.
+            yield from _block(a, stmt.body, scope, fresh | set(_keys(stmt.target)), results)
             continue
         if isinstance(stmt, ast.Try):
             yield from _block(a, stmt.body, scope, fresh, results)
@@ -80,6 +92,11 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                 if written & read:
                     yield call, written & read
         fresh |= written
+
+
+def _few(a: Analysis, loop: ast.For | ast.AsyncFor, scope: Scope) -> bool:
+    n = trip_count(loop.iter, a, scope)
+    return n is not None and n <= SMALL_LOOP
 
 
 def _a_step(a: Analysis, call: ast.Call, scope: Scope) -> bool:

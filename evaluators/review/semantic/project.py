@@ -29,6 +29,7 @@ class FunctionFacts:
     returns_strict: str | None  # kind of its results, where every return proves it
     trains: bool  # takes gradients or applies an optimizer (in its body or one call deep)
     makes_jit: JitInfo | None = None  # a factory: the jitted callable it returns
+    jit_maker: JitInfo | None = None  # a jit decorator maker: `pmap = functools.partial(jax.pmap, ...)`
 
 
 class Project:
@@ -135,6 +136,8 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             out[name] = FunctionFacts(
                 jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
                 trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None))
+        elif b.how == "assign" and b.factory is not None:
+            out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:
             wrapped = b.info.wrapped
             fn = a.resolve_def(wrapped, scope) if isinstance(wrapped, (ast.Name, ast.Attribute)) else wrapped

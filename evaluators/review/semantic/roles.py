@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls
+from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls, state_replacements
 from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
@@ -135,9 +135,28 @@ def enclosing_role(ctx) -> Role:
             return r
         if r.role in ("epoch", "eval"):
             break
-    if first is None and ctx.per_step is not None and ctx.scope.per_step_loop is not None:
-        return role(ctx.analysis, ctx.scope.per_step_loop, ctx.scope.per_step_scope)
+    if first is None and ctx.per_step is not None:
+        if ctx.scope.step_role is not None:
+            return ctx.scope.step_role
+        if ctx.scope.per_step_loop is not None:
+            return role(ctx.analysis, ctx.scope.per_step_loop, ctx.scope.per_step_scope)
     return first or Role("other")
+
+
+def step_method(a: Analysis, scope: Scope) -> Role | None:
+    """A method whose own statements replace state it keeps on `self` through a jitted call that
+    trains: the method is a training step, whoever calls it."""
+    fn = scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    at = At(a, scope)
+    for call, names in state_replacements(a, fn.body, scope):
+        kept = frozenset(n for n in names if n.startswith("self."))
+        if kept and a.jit_info(call.func, scope) is not None:
+            r = call_role(at, call, kept)
+            if r.role == "train":
+                return r
+    return None
 
 
 def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_check: bool = False) -> str | None:

@@ -61,6 +61,7 @@ class Scope:
     per_step: ast.AST | None = None  # a call in a host loop that runs this function every step
     per_step_loop: ast.AST | None = None  # that loop, and the scope it is in
     per_step_scope: Scope | None = None
+    step_role: object | None = None  # a method that runs a training step on self (roles.Role)
     has_loops: bool = False
     appends: dict[str, list[ast.AST]] = field(default_factory=dict)  # `name.append(x)`: the x's
 

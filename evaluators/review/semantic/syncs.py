@@ -92,9 +92,12 @@ def _calls_waiting_function(ctx: Walk, call: ast.Call) -> bool:
 
 def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
     """An earlier statement of this iteration (same block, inside the loop) already waited:
-    reading more values now copies them but stalls nothing."""
+    reading more values now copies them but stalls nothing. In the body of a function that runs
+    once per step (ctx.per_step), the body is the iteration."""
     if loop is None:
-        return False
+        if ctx.per_step is None or ctx.loops:
+            return False
+        loop = ctx.scope.node
     stack = ctx.stack
     try:
         i = max(k for k, n in enumerate(stack) if n is loop)
