@@ -3,7 +3,7 @@ hand-found cases, and (with --write-precision) the per-rule figures `jaxmem revi
 
     python benchmarks/review/score.py benchmarks/review/unseen-2026-12b            # aggregates
     python benchmarks/review/score.py READING --labels FILE --findings-out FILE.json
-    python benchmarks/review/score.py READING --write-precision                    # evaluators/review/precision.yaml
+    python benchmarks/review/score.py - --write-precision READING...               # evaluators/review/precision.yaml
 
 A reading is a folder of vendored repositories (`<owner>__<name>/`, git-ignored: fetch them again
 from SOURCES.txt) with `cases.yaml` (anti-patterns found by hand before the reviewer ran) and, once
@@ -116,16 +116,27 @@ def render(reading: Path, s: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_precision(reading: Path, s: dict) -> Path:
+def write_precision(readings: list[Path]) -> Path:
+    """Per rule, the sure findings of each reading's first run (labels-first-reading.yaml, judged
+    before anyone tuned on that reading), summed over the readings."""
+    totals: dict[str, Counter] = defaultdict(Counter)
+    names = []
+    for reading in readings:
+        first = reading / "labels-first-reading.yaml"
+        if not first.is_file():
+            raise SystemExit(f"{reading}: no labels-first-reading.yaml (the judged first run)")
+        names.append(reading.name)
+        for x in yaml.safe_load(first.read_text(encoding="utf-8")) or []:
+            if x.get("confidence", "sure") == "sure":
+                totals[x["code"]][x["label"]] += 1
     rules = {}
-    for code, rc in sorted(s["rules"].get("sure", {}).items()):
-        n = rc["TP"] + rc["FP"]
-        rules[code] = {"tp": rc["TP"], "fp": rc["FP"], "debatable": rc["debatable"],
-                       "precision": round(rc["TP"] / n, 2) if n else None}
-    sure = s["tiers"].get("sure", Counter())
-    doc = {"reading": f"{reading.name}: sure findings on code nobody here had read before the run "
-                      f"(TP {sure['TP']}, FP {sure['FP']}; benchmarks/review/score.py)",
-           "rules": rules}
+    for code, c in sorted(totals.items()):
+        n = c["TP"] + c["FP"]
+        rules[code] = {"tp": c["TP"], "fp": c["FP"], "debatable": c["debatable"],
+                       "precision": round(c["TP"] / n, 2) if n else None}
+    tp, fp = sum(c["TP"] for c in totals.values()), sum(c["FP"] for c in totals.values())
+    doc = {"reading": f"sure findings on the first run over {', '.join(names)} (code nobody here had read "
+                      f"before it was run; TP {tp}, FP {fp}; benchmarks/review/score.py)", "rules": rules}
     path = ROOT / "evaluators" / "review" / "precision.yaml"
     path.write_text("# Written by benchmarks/review/score.py --write-precision; read by --list-rules.\n"
                     + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
@@ -138,8 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labels", type=Path, help="labels file (default: READING/labels.yaml)")
     ap.add_argument("--findings-out", type=Path, help="write the findings (for labelling) to this JSON file")
     ap.add_argument("--list-unlabelled", action="store_true", help="print unlabelled findings' locations")
-    ap.add_argument("--write-precision", action="store_true", help="write evaluators/review/precision.yaml")
+    ap.add_argument("--write-precision", nargs="+", type=Path, metavar="READING",
+                    help="write evaluators/review/precision.yaml from these readings' judged first runs, and exit")
     args = ap.parse_args(argv)
+    if args.write_precision:
+        print(f"wrote {write_precision(args.write_precision)}")
+        return 0
     if not (args.reading / "cases.yaml").is_file():
         ap.error(f"{args.reading}: not a reading (no cases.yaml)")
     if not any(p.is_dir() and "__" in p.name for p in args.reading.iterdir()):
@@ -152,8 +167,6 @@ def main(argv: list[str] | None = None) -> int:
         for f in s["unlabelled"]:
             where = f["file"] + (f":cell {f['cell']}" if f["cell"] else "") + f":{f['line']}"
             print(f"  unlabelled {f['confidence']} {f['code']} {where}")
-    if args.write_precision:
-        print(f"wrote {write_precision(args.reading, s)}")
     return 0
 
 
