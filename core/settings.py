@@ -94,7 +94,16 @@ class Settings(BaseSettings):
                                      "card's summary and fix instead of a link")
     # ---- verification -----------------------------------------------------------------------------
     verify_timeout: float = var("JAXMEM_VERIFY_TIMEOUT", 60.0, gt=0, valid="seconds > 0",
-                                doc="seconds per child run, for runs the web app and the Slack bot start")
+                                doc="seconds per child run of a card's snippet pair, for runs the web app and the "
+                                    "Slack bot start")
+    run_timeout: float = var("JAXMEM_RUN_TIMEOUT", 300.0, gt=0, valid="seconds > 0",
+                             doc="seconds a user's script or command may run in the sandbox (`review --run`, "
+                                 "`--run-cmd`, the web app's and the Slack bot's runs of pasted code)")
+    run_python: str | None = var("JAXMEM_RUN_PYTHON", default_text="the interpreter running jaxmem",
+                                 valid="the path of a Python 3.11+ interpreter",
+                                 doc="the interpreter users' scripts and commands run with, e.g. a virtual "
+                                     "environment that has their packages (`/srv/venv/bin/python`); it and its "
+                                     "packages are mounted read-only in the sandbox, and it needs jax")
     verify_repeats: int = var("JAXMEM_VERIFY_REPEATS", 3, ge=1, le=20, valid="an integer 1-20",
                               doc="before/after repeats of a card's pair when a metric is noisy (peak RSS)")
     sandbox: Literal["bwrap", "process"] = var(

@@ -2,6 +2,8 @@
 
     verify_topic("buffer-donation")        -> record (cached until snippet/jax/backend change)
     verify_script("train.py")              -> transfers, sync points by line, compiles, peak RSS
+    verify_command("python train.py --steps 5", tree)  -> the same for a command run in its tree,
+                                             each sync, transfer and compile on its line, first step apart
     latest_evidence("buffer-donation")     -> newest stored record, or None
     summary(record)                        -> "verified on cpu, jax 0.10.2: ..."
     evidence_summaries("buffer-donation")  -> one labelled line per machine kind with evidence
@@ -16,11 +18,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from jaxmem.core.settings import Settings
+from jaxmem.evaluators.verify.command import CommandError, parse  # noqa: F401  (CommandError: the door's error)
 from jaxmem.evaluators.verify.manifest import Pair, load_pairs
 from jaxmem.evaluators.verify.records import Evidence, ScriptRun  # noqa: F401  (the door's view types)
 from jaxmem.evaluators.verify.report import summary, where  # noqa: F401
-from jaxmem.evaluators.verify.runner import isolation_for, run_snippet
-from jaxmem.evaluators.verify.sandbox import Limits
+from jaxmem.evaluators.verify.runner import SnippetRun, isolation_for, run_command, run_snippet
+from jaxmem.evaluators.verify.sandbox import InterpreterError, Limits  # noqa: F401
 from jaxmem.evaluators.verify.store import RUN, cache_key, load_cached, records_for, save_cached
 from jaxmem.evaluators.verify.suite import Baselines, Progress, sync_lines, verify_pair
 from jaxmem.evaluators.verify.view import MetricRow, metric_rows, script_rows  # noqa: F401
@@ -94,11 +97,14 @@ def verify_topic(topic: str, repeats: int = 3, progress: Progress | None = None,
     return verify_topics([topic], repeats=repeats, progress=progress, **kwargs)[0]
 
 
-def verify_script(path_or_source: str | Path, *, limits: Limits | None = None, sandbox: str = "bwrap") -> dict:
-    """Run a user's script in the sandbox and report its dynamic behaviour.
+def verify_script(path_or_source: str | Path, *, limits: Limits | None = None, sandbox: str = "bwrap",
+                  python: str | None = None, hidden: list[Path] = ()) -> dict:
+    """Run a user's script in the sandbox and report its dynamic behaviour, each host sync,
+    transfer and compilation on the line of the script's folder that caused it (`attribution`).
 
     Raises SandboxUnavailable where the sandbox cannot start (unless `sandbox="process"`, the
-    JAXMEM_SANDBOX setting)."""
+    JAXMEM_SANDBOX setting). `python`: the interpreter (JAXMEM_RUN_PYTHON); `hidden`: folders the
+    run must not see even inside the script's folder (the data directory)."""
     limits = limits or Limits()
     baselines = Baselines(limits)
     candidate = Path(path_or_source) if isinstance(path_or_source, Path) or "\n" not in str(path_or_source) else None
@@ -111,17 +117,64 @@ def verify_script(path_or_source: str | Path, *, limits: Limits | None = None, s
             path, name = Path(tmp) / "script.py", "<source>"
             path.write_text(str(path_or_source))
         isolation = isolation_for(True, sandbox)  # refuses before anything runs
-        run = run_snippet(path, limits=limits, baseline=baselines.get({}, isolation), isolation=isolation)
+        baseline = baselines.get({}, isolation) if python is None else None
+        run = run_snippet(path, limits=limits, baseline=baseline, isolation=isolation, attribute=True,
+                          python=python, hidden=list(hidden))
+    return {"script": name, "script_path": str(path), "tree": str(path.parent), **_run_result(run, limits, path)}
+
+
+def verify_command(command: str, tree: str | Path, *, limits: Limits | None = None, sandbox: str = "bwrap",
+                   python: str | None = None, hidden: list[Path] = ()) -> dict:
+    """Run a user's command (`python train.py --steps 5`, `python -m pkg.train`) with `tree`
+    mounted read-only as its working directory, and report what `verify_script` reports.
+
+    Raises CommandError for a command it does not run (only Python), SandboxUnavailable where the
+    sandbox cannot start, InterpreterError for an unusable `python`."""
+    limits = limits or Limits()
+    tree = Path(tree).resolve()
+    if tree == Path(tree.anchor):
+        raise CommandError("--run-cmd needs a project folder to run in, not the file system's root")
+    cmd = parse(command, tree)
+    isolation = isolation_for(True, sandbox)
+    try:
+        run = run_command(tree, script=cmd.script, module=cmd.module, argv=list(cmd.argv), env=cmd.env,
+                          limits=limits, isolation=isolation, python=python, hidden=list(hidden))
+    except ValueError as exc:  # a denied environment name (a secret) in the command
+        raise CommandError(f"--run-cmd: {exc}") from None
+    return {"command": command, "script": cmd.target, "script_path": str(cmd.script) if cmd.script else None,
+            "tree": str(tree), **_run_result(run, limits, cmd.script)}
+
+
+def _run_result(run: SnippetRun, limits: Limits, script: Path | None) -> dict:
     d = run.device
-    return {"script": name, "ok": run.ok and not run.tampered, "error": run.error, "traceback": run.traceback,
+    attribution = run.attribution
+    return {"ok": run.ok and not run.tampered, "error": run.error, "traceback": run.traceback,
             # The code touched what measures it: its counts are "not measurable", never numbers.
             "tampered": run.tampered,
             "backend": d.get("backend"), "device_kind": d.get("device_kind"), "jax": d.get("jax"),
             **{k: run.values.get(k) for k in ("h2d_transfers", "implicit_h2d_transfers",
                                               "d2h_transfers", "host_syncs", "compile_count",
-                                              "peak_rss", "wall_time")},
-            "host_sync_lines": sync_lines(run), "stdout": run.stdout[-4000:],
-            "stderr": run.stderr[-4000:], "isolation": run.isolation, "node": platform.node()}
+                                              "peak_rss", "device_peak_bytes", "wall_time")},
+            "host_sync_lines": attributed_sync_lines(attribution, script) if attribution is not None else sync_lines(run),
+            # Per line of the user's code: syncs, transfers (bytes where JAX logs them) and compiles,
+            # the first step apart from the steady ones; see evaluators/verify/attribution.py.
+            "attribution": attribution, "attribution_error": run.attribution_error, "timeout_s": limits.timeout_s,
+            "stdout": run.stdout[-4000:], "stderr": run.stderr[-4000:], "isolation": run.isolation,
+            "node": platform.node()}
+
+
+def attributed_sync_lines(attribution: dict, script: Path | None = None) -> list[dict]:
+    """`host_sync_lines` (line, source, count) from an attributed run: the script's own lines as
+    before, other files' lines with their path."""
+    out = []
+    for row in attribution.get("lines", []):
+        syncs = row["metrics"].get("host_syncs")
+        if syncs:
+            entry = {"line": row["line"], "source": row.get("source", ""), "count": syncs["total"]}
+            if script is None or Path(row["abspath"]).resolve() != Path(script).resolve():
+                entry["path"] = row["path"]
+            out.append(entry)
+    return out
 
 
 def latest_evidence(topic: str, settings: Settings | None = None, records: list[dict] | None = None) -> dict | None:
@@ -153,5 +206,12 @@ def evidence_with_summaries(topic: str, settings: Settings | None = None) -> dic
 
 def options(settings: Settings) -> dict:
     """Limits and repeats of runs the web app and the Slack bot start, from the settings
-    (JAXMEM_VERIFY_TIMEOUT, JAXMEM_VERIFY_REPEATS, JAXMEM_SANDBOX)."""
-    return {"limits": Limits(timeout_s=settings.verify_timeout), "repeats": settings.verify_repeats}
+    (JAXMEM_VERIFY_TIMEOUT, JAXMEM_VERIFY_REPEATS, JAXMEM_SANDBOX; JAXMEM_RUN_TIMEOUT for users' code)."""
+    return {"limits": Limits(timeout_s=settings.verify_timeout), "repeats": settings.verify_repeats,
+            "run_limits": Limits(timeout_s=settings.run_timeout)}
+
+
+def run_options(settings: Settings) -> dict:
+    """How users' scripts and commands run: their time limit, the interpreter, what stays hidden."""
+    return {"limits": Limits(timeout_s=settings.run_timeout), "sandbox": settings.sandbox,
+            "python": settings.run_python, "hidden": [settings.data_dir]}

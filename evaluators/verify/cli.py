@@ -86,7 +86,8 @@ def command(topics, all_, script, as_json, repeats, fresh, timeout, memory_gib, 
             source = open(script, encoding="utf-8").read()
             result = verifier_for(settings).run(Request("script", source=source, limits=limits)).result
         else:
-            result = api.verify_script(script, limits=limits, sandbox=settings.sandbox)
+            result = api.verify_script(script, limits=limits, sandbox=settings.sandbox,
+                                       python=settings.run_python, hidden=[settings.data_dir])
         click.echo(json.dumps(result, indent=1) if as_json else script_report(result))
         sys.exit(0 if result["ok"] else 1)
     try:

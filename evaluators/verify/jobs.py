@@ -62,7 +62,8 @@ def run_request(request: Request, settings: Settings, on_progress: OnProgress | 
                                       JobProgress("running", str(step), step.done, step.total, where=where)))
         return record
     report(JobProgress("running", "running your script in the sandbox", 0, 1, where=where))
-    return api.verify_script(request.source, limits=request.limits, sandbox=settings.sandbox)
+    return api.verify_script(request.source, limits=request.limits, sandbox=settings.sandbox,
+                             python=settings.run_python, hidden=[settings.data_dir])
 
 
 def as_result(request: Request, stored: dict) -> Evidence | ScriptRun:

@@ -11,11 +11,19 @@ lines and the markers (the snippet's own `sys.stderr` goes to a file of its own)
 result carry a per-run nonce the parent chose (read from the config, which is then deleted);
 replacing, closing, reopening or writing fd 2, or the run ending before the probe's end marker,
 makes the run "tampered", which the parent reports as not measurable instead of as numbers.
+With `attribute` in the config (a user's script or command), a line tracer over the user's own
+files (the `roots`) also writes event markers on fd 2: a host sync or a compilation at the line of
+the user's code that caused it, and after any user line during which something was written to fd 2
+a "trailing" marker naming that line, so the parent can put each guard line (a transfer) on the
+line that made it. Each marker also names the user's enclosing loops and their iteration, which
+separates the first (compiling) step from the steady steps (see `attribution.py`, the parent half).
 Must stay importable without the rest of the project (only the standard library and jax).
 """
 from __future__ import annotations
 
+import ast
 import builtins
+import itertools
 import json
 import linecache
 import os
@@ -24,6 +32,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from urllib.parse import quote
 
 MARK_PREFIX = "@@jaxmem:"
 # Each marker is MARK_PREFIX + nonce + ":" + name + "@@"; the parent knows the nonce, the snippet does not.
@@ -32,8 +41,12 @@ BEGIN, END, EXPLICIT_BEGIN, EXPLICIT_END = "snippet-begin", "snippet-end", "expl
 _SPAWN_EVENTS = ("os.system", "subprocess.Popen", "os.posix_spawn", "os.spawn", "os.exec", "os.fork", "os.forkpty")
 # Paths that reach this process's fd 2 under another descriptor.
 _FD2_PATHS = ("/dev/stderr", "/dev/fd/2", "/proc/self/fd/2")
+# C functions that reach a file descriptor without passing os.* (looked up through ctypes).
+_FD_SYMBOLS = frozenset({"write", "writev", "pwrite", "pwrite64", "pwritev", "dup", "dup2", "dup3", "close",
+                         "close_range", "ftruncate", "ftruncate64", "lseek", "lseek64", "syscall"})
 
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_YIELD_VALUE = __import__("dis").opmap["YIELD_VALUE"]
 
 # Public ways to read a device array's value on the host. Each one is a host sync point.
 _SYNC_METHODS = ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist",
@@ -55,11 +68,16 @@ class Guard:
         self.active = False
         self._fd2 = None
         self._write = os.write
+        self._lseek = os.lseek  # the originals: install() wraps the os functions the snippet sees
 
     def mark(self, name: str) -> None:
         # Flush Python's buffers first so the marker lands after everything written before it.
         sys.stdout.flush()
         self._write(2, f"{marker(self._nonce, name)}\n".encode())
+
+    def event(self, body: str) -> None:
+        """An attribution marker (no flush: stdout is another file, and these are many)."""
+        self._write(2, f"{MARK_PREFIX}{self._nonce}:{body}@@\n".encode())
 
     def install(self, user_stderr: Path) -> None:
         st = os.fstat(2)
@@ -67,6 +85,8 @@ class Guard:
         # The snippet's Python-level stderr (print(..., file=sys.stderr), logging, warnings) is
         # its own file: nothing it prints can pass for a guard line or a marker.
         sys.stderr = open(user_stderr, "w", buffering=1, encoding="utf-8", errors="replace")
+        # sys.__stderr__ would still write to fd 2 (through io, not os.write): it is the same file.
+        sys.__stderr__ = sys.stderr
         guard = self
 
         def _is_fd2(fd) -> bool:
@@ -86,12 +106,21 @@ class Guard:
         wrap("closerange", lambda lo, hi, *a, **k: lo <= 2 < hi)
         wrap("write", lambda fd, *a, **k: _is_fd2(fd))
         wrap("writev", lambda fd, *a, **k: _is_fd2(fd))
+        wrap("pwrite", lambda fd, *a, **k: _is_fd2(fd))
+        wrap("lseek", lambda fd, *a, **k: _is_fd2(fd))
+        self.wrapped = {name: getattr(os, name) for name in ("dup2", "close", "closerange", "write", "writev",
+                                                             "pwrite", "lseek")}
 
         def audit(event: str, args) -> None:
             if not guard.active:
                 return
-            if event == "open" and args and str(args[0]) in _FD2_PATHS:
+            if event == "open" and args and (str(args[0]) in _FD2_PATHS or args[0] == 2):
                 guard.note(f"the code opened {args[0]}")
+            elif event == "os.truncate" and args and (args[0] == 2 or str(args[0]) in _FD2_PATHS):
+                guard.note("the code truncated file descriptor 2")
+            elif event == "ctypes.dlsym" and len(args) > 1 and str(args[1]) in _FD_SYMBOLS:
+                guard.note(f"the code looked up the C function {args[1]} through ctypes (file descriptors "
+                           "without os.*)")
             elif event in _SPAWN_EVENTS:
                 guard.note("the code started a process, whose output shares file descriptor 2")
         sys.addaudithook(audit)
@@ -110,38 +139,351 @@ class Guard:
             self.note("file descriptor 2 was replaced")
 
 
+_INTERNAL_PACKAGES = ("jax", "jaxlib", "numpy")
+_CO_GENERATORS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
+_MAX_USER_FRAMES = 32
+
+
+class _Loops:
+    """The loops of one user file, from its syntax tree: for each `for`/`while` header line the
+    loop's last line and its header's last line, and for each line the headers of the loops around
+    it, innermost first. Lines of a nested function carry the outer loops too: only the frame that
+    executes a header counts its iterations, so another frame's loops never show up."""
+
+    def __init__(self, path: str):
+        self.end: dict[int, int] = {}
+        self.head_end: dict[int, int] = {}
+        self.around: dict[int, tuple[int, ...]] = {}
+        try:
+            tree = ast.parse(Path(path).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            return
+        self._visit(tree, ())
+
+    def _visit(self, node: ast.AST, loops: tuple[int, ...]) -> None:
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and node.body:
+            h = node.lineno
+            body_end = max(getattr(b, "end_lineno", None) or b.lineno for b in node.body)
+            self.end[h] = body_end
+            self.head_end[h] = max(h, node.body[0].lineno - 1)
+            here = (h, *loops)
+            for line in range(h, body_end + 1):
+                self.around[line] = here
+            for part in (node.body, [getattr(node, "test", None) or getattr(node, "iter", None)]):
+                for child in part:
+                    if child is not None:
+                        self._visit(child, here)
+            for child in node.orelse:
+                self._visit(child, loops)
+            return
+        for child in ast.iter_child_nodes(node):
+            self._visit(child, loops)
+
+
+class Attribution:
+    """Puts what the snippet does on the lines of the user's code that did it.
+
+    A line tracer runs in the user's frames only (files under `roots`, not site-packages). It
+    counts each loop's iterations per frame activation and, whenever something was written to fd 2
+    since the thread last looked (a transfer guard line), writes a trailing marker naming the user's
+    line that was running. Syncs and compilations write their own markers. Every marker carries a
+    context: the user's call chain (innermost line first) and the enclosing loops with their
+    iteration, so the parent can tell the first step of a loop from the steady ones."""
+
+    def __init__(self, guard: Guard, roots: list[str], probe_file: str):
+        self.guard = guard
+        self.roots = tuple(os.path.join(os.path.realpath(r), "") for r in roots)
+        self.probe_file = os.path.realpath(probe_file)
+        self.active = False
+        self.counts = {"s": 0, "c": 0}
+        self.ran: set[tuple[str, int]] = set()   # (file, line) of every user line that ran
+        self.error: str | None = None             # why attribution stopped (a bug of the probe's)
+        self._user: dict = {}
+        self._sites: dict[tuple[str, int], int] = {}
+        self._loops: dict[str, _Loops] = {}
+        self._frames: dict[int, list] = {}
+        self._acts = itertools.count(1)
+        self._tl = threading.local()
+        self._internal: tuple[str, ...] = ()
+        self._stdlib: tuple[str, ...] = ()
+        # Bound now: the snippet may rebind the os and sys functions, not these references.
+        self._lseek, self._getframe, self._tid = guard._lseek, sys._getframe, threading.get_native_id
+        self._settrace, self._gettrace = sys.settrace, sys.gettrace
+        # One bound method each, so that what sys.gettrace() returns can be compared with it.
+        self._tracer, self._local_tracer = self._call, self._local
+
+    # ---- which code is the user's -------------------------------------------------------------
+    def is_user(self, code) -> bool:
+        known = self._user.get(code)
+        if known is None:
+            name = code.co_filename
+            real = os.path.realpath(name) if os.path.isabs(name) else ""
+            known = bool(real) and real.startswith(self.roots) and real != self.probe_file \
+                and not any(p in real for p in ("/site-packages/", "/dist-packages/"))
+            self._user[code] = known
+        return known
+
+    def _is_internal(self, name: str) -> bool:
+        """JAX, NumPy, the standard library and the probe: never the library line to name."""
+        if not os.path.isabs(name) or name == self.probe_file or name.startswith(self._internal):
+            return True
+        return name.startswith(self._stdlib) and "/site-packages/" not in name and "/dist-packages/" not in name
+
+    def _site(self, path: str, line: int) -> int:
+        key = (path, line)
+        site = self._sites.get(key)
+        if site is None:
+            site = self._sites[key] = len(self._sites) + 1
+            self.guard.event(f"d:{site}:{line}:{quote(path)}")
+        return site
+
+    def _loopmap(self, path: str) -> _Loops:
+        loops = self._loops.get(path)
+        if loops is None:
+            loops = self._loops[path] = _Loops(path)
+        return loops
+
+    # ---- the tracer ---------------------------------------------------------------------------
+    def start(self) -> None:
+        import jax
+        import jaxlib
+        import numpy
+
+        self._internal = tuple(os.path.join(os.path.dirname(os.path.realpath(m.__file__)), "")
+                               for m in (jax, jaxlib, numpy))
+        self._internal += tuple(os.path.join(os.path.dirname(m.__file__), "") for m in (jax, jaxlib, numpy))
+        self._stdlib = tuple({os.path.join(os.path.dirname(os.__file__), ""),
+                              os.path.join(os.path.dirname(os.path.realpath(os.__file__)), "")})
+        self._tl.pos = self._lseek(2, 0, os.SEEK_CUR)
+        self.active = True
+        threading.settrace(self._tracer)
+        self._settrace(self._tracer)
+        guard = self.guard
+        attribution = self
+
+        def settrace(func):  # the snippet's own tracer would replace the one that attributes lines
+            if attribution.active and func != attribution._tracer:
+                guard.note("the code set its own trace function (sys.settrace), which replaces the probe's "
+                           "line attribution")
+            return attribution._settrace(func)
+        sys.settrace = settrace
+        self._own_settrace = settrace
+
+    def stop(self) -> None:
+        self.flush(self._getframe(1))
+        if self._gettrace() != self._tracer or sys.settrace is not self._own_settrace:
+            self.guard.note("the probe's line tracer was replaced or removed while the code ran")
+        self.active = False
+        self._settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
+        for key, state in list(self._frames.items()):
+            self._end_activation(state)
+            del self._frames[key]
+
+    def _call(self, frame, event, arg):
+        code = frame.f_code
+        user = self._user.get(code)
+        if user is None:
+            user = self.is_user(code)
+        if not user or not self.active:
+            return None
+        try:
+            return self._enter(frame, code)
+        except Exception as exc:  # the probe's own failure must not become the user's
+            return self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        self.error = f"{type(exc).__name__}: {exc}"
+        self.active = False
+        return None
+
+    def _enter(self, frame, code):
+        # What was written since the last look belongs to the caller's line.
+        if frame.f_back is not None:
+            self.flush(frame.f_back)
+        key = id(frame)
+        state = self._frames.get(key)
+        if state is None or state[5] is not code:
+            path = code.co_filename
+            loops = self._loopmap(path)
+            # [activation, hits per header, exhausted per header, last line, loops, code]
+            self._frames[key] = [next(self._acts), {}, {}, 0, loops, code]
+        return self._local_tracer
+
+    def _local(self, frame, event, arg):
+        if not self.active:
+            return None
+        try:
+            self._event(frame, event)
+        except Exception as exc:
+            return self._failed(exc)
+        return self._local_tracer
+
+    def _event(self, frame, event) -> None:
+        if event == "line":
+            state = self._frames.get(id(frame))
+            if state is None:
+                return
+            last = state[3]
+            if self._lseek(2, 0, os.SEEK_CUR) != getattr(self._tl, "pos", -1):
+                self._trailing(frame, last or None)
+            line = frame.f_lineno
+            loops = state[4]
+            end = loops.end
+            if line in end:
+                if not (line < last <= loops.head_end[line]):  # not from the header's own later lines
+                    hits = state[1]
+                    hits[line] = hits.get(line, 0) + 1
+            if last in end and not (last <= line <= end[last]):
+                exhausted = state[2]        # left the loop from its header: the iterator ran out
+                exhausted[last] = exhausted.get(last, 0) + 1
+            state[3] = line
+            self.ran.add((state[5].co_filename, line))
+        elif event == "return":
+            self.flush(frame)
+            code = frame.f_code
+            if code.co_flags & _CO_GENERATORS and code.co_code[frame.f_lasti] == _YIELD_VALUE:
+                return  # suspended, not finished: its loop counts go on at the next resume
+            state = self._frames.pop(id(frame), None)
+            if state is not None:
+                self._end_activation(state)
+
+    def _end_activation(self, state: list) -> None:
+        path = state[5].co_filename
+        if state[3] in state[1]:  # the frame ended on a loop's header: its iterator had run out
+            state[2][state[3]] = state[2].get(state[3], 0) + 1
+        for header, hits in state[1].items():
+            iterations = hits - state[2].get(header, 0)
+            self.guard.event(f"l:{self._site(path, header)}:{state[0]}:{iterations}")
+
+    # ---- markers ------------------------------------------------------------------------------
+    def flush(self, frame) -> None:
+        """Name the user's line running now if anything was written to fd 2 since the last look."""
+        if self._lseek(2, 0, os.SEEK_CUR) != getattr(self._tl, "pos", -1):
+            self._trailing(frame, None)
+
+    def _trailing(self, frame, line: int | None) -> None:
+        self.guard.event(f"t:{self._tid()}:{self.context(frame, line)}")
+        self._tl.pos = self._lseek(2, 0, os.SEEK_CUR)
+
+    def context(self, frame, line: int | None = None) -> str:
+        """`site<site<...|loop.activation.iteration,...`: the user's frames from the innermost out,
+        and the loops around each with their iteration in that frame."""
+        sites: list[str] = []
+        loops: list[str] = []
+        f = frame
+        while f is not None and len(sites) < _MAX_USER_FRAMES:
+            code = f.f_code
+            user = self._user.get(code)
+            if user is None:
+                user = self.is_user(code)
+            if user:
+                here = f.f_lineno if line is None or sites else line
+                path = code.co_filename
+                state = self._frames.get(id(f))
+                if state is not None and state[5] is not code:
+                    state = None
+                # The innermost frame with its activation: how often its line ran outside loops.
+                act = f".{state[0]}" if state is not None and not sites else ""
+                sites.append(f"{self._site(path, here)}{act}")
+                if state is not None:
+                    hits = state[1]
+                    for header in state[4].around.get(here, ()):
+                        n = hits.get(header)
+                        if n:
+                            loops.append(f"{self._site(path, header)}.{state[0]}.{n}")
+            f = f.f_back
+        return "<".join(sites) + "|" + ",".join(loops)
+
+    def _outside(self, frame):
+        """The innermost user frame from `frame` out, and the innermost library frame before it."""
+        lib = None
+        f = frame
+        while f is not None:
+            code = f.f_code
+            user = self._user.get(code)
+            if user is None:
+                user = self.is_user(code)
+            if user:
+                return f, lib
+            if lib is None and not self._is_internal(code.co_filename):
+                lib = f
+            f = f.f_back
+        return None, lib
+
+    def _lib(self, lib) -> str:
+        return "" if lib is None else str(self._site(lib.f_code.co_filename, lib.f_lineno))
+
+    def sync(self, frame, how: str, nbytes: int | None) -> None:
+        user, lib = self._outside(frame)
+        if user is None:
+            return  # not the user's code (the probe's own set-up, or a thread with no user frame)
+        self.flush(user)
+        self.counts["s"] += 1
+        self.guard.event(f"s:{self._tid()}:{self.context(user)}:{how}:{'' if nbytes is None else nbytes}:"
+                         f"{self._lib(lib)}")
+        self._tl.pos = self._lseek(2, 0, os.SEEK_CUR)
+
+    def compile(self, frame, fun_name: str) -> None:
+        user, lib = self._outside(frame)
+        if user is None:
+            return
+        self.flush(user)
+        self.counts["c"] += 1
+        self.guard.event(f"c:{self._tid()}:{self.context(user)}:{self._lib(lib)}:{quote(str(fun_name))}")
+        self._tl.pos = self._lseek(2, 0, os.SEEK_CUR)
+
+
 class Hooks:
     """Counters the snippet feeds while it runs; `active` is off outside the snippet."""
 
-    def __init__(self, user_file: str, guard: Guard):
+    def __init__(self, user_file: str, guard: Guard, attribution: Attribution | None = None):
         self.guard = guard
         self.user_file = os.path.realpath(user_file)
+        self.attribution = attribution
         self.active = False
         self.compiles = 0
         self.syncs: list[dict] = []
         self._depth = threading.local()
+        self._installed: list[tuple[object, str, object]] = []
+
+    def _set(self, owner, name: str, value) -> None:
+        setattr(owner, name, value)
+        self._installed.append((owner, name, value))
+
+    def intact(self) -> bool:
+        """Whether every hook is still in place (the snippet may have put an original back)."""
+        return all(getattr(owner, name, None) is value for owner, name, value in self._installed) and \
+            self._on_duration in self._listeners
 
     def install(self) -> None:
         import jax
         from jax._src import config as jax_config
+        from jax._src import monitoring
         from jax._src.array import ArrayImpl
 
-        def on_duration(event: str, _duration: float, **_kw) -> None:
+        getframe = sys._getframe
+
+        def on_duration(event: str, _duration: float, **kw) -> None:
             if self.active and event == COMPILE_EVENT:
                 self.compiles += 1
+                if self.attribution is not None:
+                    self.attribution.compile(getframe(1), kw.get("fun_name", ""))
         jax.monitoring.register_event_duration_secs_listener(on_duration)
+        self._on_duration = on_duration
+        self._listeners = monitoring._event_duration_secs_listeners
 
         for name in _SYNC_METHODS:
             original = getattr(ArrayImpl, name, None)
             if original is not None:
-                setattr(ArrayImpl, name, self._sync_wrapper(original, name))
-        jax.device_get = self._sync_wrapper(jax.device_get, "jax.device_get")
+                self._set(ArrayImpl, name, self._sync_wrapper(original, name))
+        self._set(jax, "device_get", self._sync_wrapper(jax.device_get, "jax.device_get", explicit=True))
         # NumPy reads CPU arrays through the buffer protocol, never calling `__array__`, so
         # the conversion functions themselves are wrapped (only jax.Array arguments count).
         import numpy as np
         for name in _NUMPY_CONVERTERS:
-            setattr(np, name, self._sync_wrapper(getattr(np, name), f"np.{name}",
-                                                 only_if=lambda a, *_r, **_k: isinstance(a, jax.Array)))
+            self._set(np, name, self._sync_wrapper(getattr(np, name), f"np.{name}",
+                                                   only_if=lambda a, *_r, **_k: isinstance(a, jax.Array)))
 
         original_put = jax.device_put
 
@@ -150,6 +492,8 @@ class Hooks:
             if not self.active or getattr(self._depth, "put", 0):
                 return original_put(*args, **kwargs)
             self._depth.put = 1
+            if self.attribution is not None:
+                self.attribution.flush(getframe(1))
             self.guard.mark(EXPLICIT_BEGIN)
             try:
                 # A snippet's own guard ("disallow", "log") allows explicit transfers but does not
@@ -160,37 +504,67 @@ class Hooks:
                         return original_put(*args, **kwargs)
                 return original_put(*args, **kwargs)
             finally:
+                # The transfers inside belong to the caller's line: name it before the region ends.
+                if self.attribution is not None:
+                    self.attribution.flush(getframe(1))
                 self.guard.mark(EXPLICIT_END)
                 self._depth.put = 0
-        jax.device_put = device_put
+        self._set(jax, "device_put", device_put)
 
-    def _sync_wrapper(self, original, name: str, only_if=None):
+    def _sync_wrapper(self, original, name: str, only_if=None, explicit: bool = False):
         hooks = self
+        getframe = sys._getframe
 
         def wrapper(*args, **kwargs):
             depth = getattr(hooks._depth, "sync", 0)
-            if hooks.active and depth == 0 and (only_if is None or (args and only_if(*args, **kwargs))):
-                hooks._record_sync(name)
+            counted = hooks.active and depth == 0 and (only_if is None or (args and only_if(*args, **kwargs)))
+            if counted:
+                hooks._record_sync(name, getframe(1), args[0] if args else None)
             hooks._depth.sync = depth + 1
+            marked = counted and explicit and hooks.attribution is not None
+            if marked:  # device_get: its device->host guard lines (GPU, TPU) are explicit ones
+                hooks.attribution.flush(getframe(1))
+                hooks.guard.mark(EXPLICIT_BEGIN)
             try:
                 return original(*args, **kwargs)
             finally:
                 hooks._depth.sync = depth
+                if marked:
+                    hooks.attribution.flush(getframe(1))
+                    hooks.guard.mark(EXPLICIT_END)
         wrapper.__name__ = getattr(original, "__name__", name)
         wrapper.__doc__ = getattr(original, "__doc__", None)
         return wrapper
 
-    def _record_sync(self, how: str) -> None:
-        # The innermost frame in the user's file is the line to blame.
-        frame = sys._getframe(2)
-        while frame is not None and os.path.realpath(frame.f_code.co_filename) != self.user_file:
-            frame = frame.f_back
+    def _record_sync(self, how: str, caller, value) -> None:
+        if self.attribution is not None:
+            self.attribution.sync(caller, how, _nbytes(value))
+            frame, _lib = self.attribution._outside(caller)
+        else:
+            # The innermost frame in the user's file is the line to blame.
+            frame = caller
+            while frame is not None and os.path.realpath(frame.f_code.co_filename) != self.user_file:
+                frame = frame.f_back
         if frame is None:
             self.syncs.append({"line": None, "source": None, "how": how})
             return
         line = frame.f_lineno
         source = linecache.getline(frame.f_code.co_filename, line).strip()
         self.syncs.append({"line": line, "source": source, "how": how})
+
+
+def _nbytes(value) -> int | None:
+    """Bytes a host read of `value` brings over (an array, or the arrays of a pytree)."""
+    n = getattr(value, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    if isinstance(value, (list, tuple, dict)):
+        try:
+            import jax
+            return sum(int(getattr(leaf, "nbytes", 0) or 0) for leaf in jax.tree_util.tree_leaves(value))
+        except Exception:
+            return None
+    return None
 
 
 def _live_bytes() -> tuple[int, int, dict[str, int]]:
@@ -260,40 +634,71 @@ def _entry_analysis(entry: dict, g: dict) -> dict:
 
 
 def run(config: dict, guard: Guard) -> dict:
-    snippet = Path(config["snippet"]).resolve()
-    hooks = Hooks(str(snippet), guard)
+    module = config.get("module")
+    snippet = Path(config["snippet"]).resolve() if config.get("snippet") else None
+    attribution = None
+    if config.get("attribute"):
+        roots = config.get("roots") or [str(snippet.parent if snippet else Path.cwd())]
+        attribution = Attribution(guard, roots, __file__)
+    hooks = Hooks(str(snippet or ""), guard, attribution)
     result: dict = {"error": None, "traceback": None, "exit_status": 0}
     # Hooks touch only Python objects: the backend must not start before the snippet runs,
     # because allocator variables set by the snippet are read at backend start.
     hooks.install()
     g = {"__name__": "__main__", "__file__": str(snippet), "__builtins__": builtins}
-    sys.argv = [str(snippet), *config.get("argv", [])]
-    sys.path.insert(0, str(snippet.parent))
-    try:
-        code = compile(snippet.read_text(), str(snippet), "exec")
-    except (SyntaxError, ValueError, UnicodeDecodeError) as e:
-        result.update(error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=0),
-                      wall_s=0.0, compile_count=0, host_syncs=[], device={})
-        return result
+    if module:  # `python -m module`: the working directory comes first on the import path
+        sys.argv = [module, *config.get("argv", [])]
+        sys.path.insert(0, os.getcwd())
+        code = None
+    else:
+        sys.argv = [str(snippet), *config.get("argv", [])]
+        sys.path.insert(0, str(snippet.parent))
+        try:
+            code = compile(snippet.read_bytes(), str(snippet), "exec")
+        except (SyntaxError, ValueError, UnicodeDecodeError) as e:
+            result.update(error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=0),
+                          wall_s=0.0, compile_count=0, host_syncs=[], device={})
+            return result
     guard.mark(BEGIN)
     hooks.active = guard.active = True
+    if attribution is not None:
+        attribution.start()
     t0 = time.perf_counter()
     try:
-        exec(code, g)
+        if code is not None:
+            exec(code, g)
+        else:
+            import runpy
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as e:
         if e.code not in (None, 0):
             result["exit_status"] = e.code if isinstance(e.code, int) else 1
             result["error"] = f"the snippet called sys.exit({e.code!r})"
     except BaseException as e:  # the snippet's failure is a result, not a probe failure
         result["error"] = f"{type(e).__name__}: {e}"
-        result["traceback"] = _user_traceback(e, str(snippet))
+        user = attribution.is_user if attribution is not None else \
+            (lambda c: c.co_filename == str(snippet))
+        result["traceback"] = _user_traceback(e, user)
     finally:
         result["wall_s"] = time.perf_counter() - t0
+        if attribution is not None:
+            attribution.stop()
         hooks.active = guard.active = False
+        if attribution is not None and not hooks.intact():
+            guard.note("the code replaced one of the probe's hooks (a host read, device_put or the compile "
+                       "listener), so what it did there would not be counted")
         guard.check_fd2()
         guard.mark(END)
     result["compile_count"] = hooks.compiles
     result["host_syncs"] = hooks.syncs
+    if attribution is not None:
+        # What the probe wrote as markers: the parent checks the markers it read add up to these.
+        ran: dict[str, list[int]] = {}
+        for path, line in attribution.ran:
+            ran.setdefault(path, []).append(line)
+        result["attribution"] = {"syncs": attribution.counts["s"], "compiles": attribution.counts["c"],
+                                 "ran": {path: sorted(lines) for path, lines in ran.items()},
+                                 "error": attribution.error}
     try:
         result["live_bytes"], result["per_device_bytes"], result["live_by_device"] = _live_bytes()
     except Exception as e:
@@ -308,10 +713,10 @@ def run(config: dict, guard: Guard) -> dict:
     return result
 
 
-def _user_traceback(exc: BaseException, snippet: str) -> str:
-    """The traceback from the snippet's first frame on; the probe's own frames are noise."""
+def _user_traceback(exc: BaseException, is_user) -> str:
+    """The traceback from the user's first frame on; the probe's own frames are noise."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != snippet:
+    while tb is not None and not is_user(tb.tb_frame.f_code):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
 

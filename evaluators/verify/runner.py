@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import secrets
 import sys
 import tempfile
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from jaxmem.core.errors import JaxmemError
 from jaxmem.evaluators.verify import probe
+from jaxmem.evaluators.verify.attribution import GuardCounts, Stream, parse, summarize
 from jaxmem.evaluators.verify.sandbox import (
     ChildRun,
     Limits,
@@ -49,17 +49,8 @@ def isolation_for(untrusted: bool, wanted: str = "bwrap") -> str:
     log.warning("bubblewrap cannot start (%s); the project's own snippets run with process isolation", problem)
     return "process"
 
-_GUARD = re.compile(r"\] (host-to-device|device-to-host|device-to-device) transfer:")
 _MEMORY_ERRORS = ("MemoryError", "RESOURCE_EXHAUSTED", "Out of memory", "std::bad_alloc",
                   "Cannot allocate memory")
-
-
-@dataclass
-class GuardCounts:
-    h2d: int = 0
-    h2d_explicit: int = 0
-    d2h: int = 0
-    d2d: int = 0
 
 
 @dataclass
@@ -80,6 +71,9 @@ class SnippetRun:
     containment: dict = field(default_factory=dict)
     # Why the counts cannot be trusted (the measured code touched what measures it); then no values.
     tampered: list[str] = field(default_factory=list)
+    # Per-line costs (attribution.summarize) of an attributed run that was not tampered with.
+    attribution: dict | None = None
+    attribution_error: str | None = None   # why an attributed run has no per-line costs (a probe bug)
 
     @property
     def ok(self) -> bool:
@@ -89,42 +83,8 @@ class SnippetRun:
 def parse_stderr(text: str, nonce: str = "") -> tuple[GuardCounts, str, list[str]]:
     """Count guard lines inside the snippet's marked region; return the rest as the user's stderr,
     and what looks tampered with (markers missing, repeated, out of order, or not this run's)."""
-    counts = GuardCounts()
-    kept: list[str] = []
-    inside = explicit = False
-    seen: list[str] = []
-    problems: list[str] = []
-    marks = {probe.marker(nonce, name): name for name in (probe.BEGIN, probe.END, probe.EXPLICIT_BEGIN,
-                                                           probe.EXPLICIT_END)}
-    for line in text.splitlines():
-        for mark, name in marks.items():
-            if mark in line:
-                seen.append(name)
-                if name == probe.BEGIN and (inside or probe.END in seen[:-1] or seen.count(probe.BEGIN) > 1):
-                    problems.append("the snippet-begin marker appeared twice or late")
-                inside = {probe.BEGIN: True, probe.END: False}.get(name, inside)
-                explicit = {probe.EXPLICIT_BEGIN: True, probe.EXPLICIT_END: False}.get(name, explicit)
-                line = line.replace(mark, "")
-                break
-        else:
-            if probe.MARK_PREFIX in line:  # a marker, but not one of this run's
-                problems.append("a marker that is not this run's appeared on file descriptor 2")
-                continue
-        m = _GUARD.search(line)
-        if m:
-            if inside:
-                kind = m.group(1)
-                if kind == "host-to-device":
-                    counts.h2d += 1
-                    counts.h2d_explicit += explicit
-                elif kind == "device-to-host":
-                    counts.d2h += 1
-                else:
-                    counts.d2d += 1
-            continue
-        if line:
-            kept.append(line)
-    return counts, "\n".join(kept), problems
+    stream = parse(text, nonce)
+    return stream.counts, stream.stderr, stream.problems
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -139,31 +99,62 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def run_snippet(path: Path, *, entry: dict | None = None, env: dict[str, str] | None = None,
                 limits: Limits = Limits(), baseline: SnippetRun | None = None, untrusted: bool = False,
-                isolation: str | None = None) -> SnippetRun:
+                isolation: str | None = None, attribute: bool = False, python: str | None = None,
+                hidden: list[Path] = ()) -> SnippetRun:
     """Run `path` once in isolation under the probe; never raises for what the snippet does.
 
     `untrusted`: user code (a pasted or uploaded script), which runs only in the sandbox and
-    raises SandboxUnavailable where it cannot start."""
+    raises SandboxUnavailable where it cannot start. `attribute`: also put each sync, transfer and
+    compile on the line of the script's folder that caused it (`SnippetRun.attribution`).
+    `python`: the interpreter to run it with (default: this one); `hidden`: folders the child must
+    not see even where they lie inside the script's folder (the data directory)."""
     path = Path(path).resolve()
     isolation = isolation or isolation_for(untrusted)
     with tempfile.TemporaryDirectory(prefix="jaxmem-verify-") as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
-        result_path = Path(tmp) / "result.json"
-        user_stderr = Path(tmp) / "stderr.txt"
-        nonce = secrets.token_hex(16)
-        config = {"snippet": str(path), "result": str(result_path), "entry": entry, "nonce": nonce,
-                  "user_stderr": str(user_stderr)}
-        config_path = Path(tmp) / "config.json"
-        config_path.write_text(json.dumps(config))
-        # -P: the probe's folder (the verifier's own modules, e.g. queue.py) is not put first on the
-        # child's import path, where it would hide the standard library's modules of the same names
-        # from the snippet (without bubblewrap, PyTorch's `import queue` found ours).
-        child = run_isolated([sys.executable, "-P", str(PROBE), str(config_path)], env=child_env(env), limits=limits,
-                             cwd=work, isolation=isolation, readonly=[path.parent, PROBE], writable=[Path(tmp)])
-        result = _read_result(result_path)
-        own_stderr = user_stderr.read_text(errors="replace") if user_stderr.is_file() else ""
-    run = _to_run(child, result, baseline, nonce, own_stderr)
+        config = {"snippet": str(path), "entry": entry, "attribute": attribute, "roots": [str(path.parent)]}
+        return _probe_run(config, Path(tmp), cwd=work, readonly=[path.parent], env=env, limits=limits,
+                          baseline=baseline, isolation=isolation, python=python, hidden=hidden)
+
+
+def run_command(tree: Path, *, script: Path | None = None, module: str | None = None, argv: list[str] = (),
+                env: dict[str, str] | None = None, limits: Limits = Limits(), baseline: SnippetRun | None = None,
+                isolation: str | None = None, python: str | None = None, hidden: list[Path] = ()) -> SnippetRun:
+    """Run a user's command (`python SCRIPT ARGS` or `python -m MODULE ARGS`) under the probe, with
+    `tree` mounted read-only as its working directory (so it imports its own package) and every
+    sync, transfer and compile put on the line of the tree's code that caused it. User code: the
+    sandbox only (SandboxUnavailable where it cannot start, unless `isolation="process"`)."""
+    tree = Path(tree).resolve()
+    isolation = isolation or isolation_for(True)
+    with tempfile.TemporaryDirectory(prefix="jaxmem-command-") as tmp:
+        config = {"snippet": str(Path(script).resolve()) if script else None, "module": module, "argv": list(argv),
+                  "attribute": True, "roots": [str(tree)]}
+        return _probe_run(config, Path(tmp), cwd=tree, readonly=[tree], env=env, limits=limits,
+                          baseline=baseline, isolation=isolation, python=python, hidden=hidden)
+
+
+def _probe_run(config: dict, tmp: Path, *, cwd: Path, readonly: list[Path], env: dict[str, str] | None,
+               limits: Limits, baseline: SnippetRun | None, isolation: str, python: str | None,
+               hidden: list[Path] = ()) -> SnippetRun:
+    result_path = tmp / "result.json"
+    user_stderr = tmp / "stderr.txt"
+    nonce = secrets.token_hex(16)
+    config = {**config, "result": str(result_path), "nonce": nonce, "user_stderr": str(user_stderr)}
+    config_path = tmp / "config.json"
+    config_path.write_text(json.dumps(config))
+    scratch = tmp / "scratch"
+    scratch.mkdir()
+    # -P: the probe's folder (the verifier's own modules, e.g. queue.py) is not put first on the
+    # child's import path, where it would hide the standard library's modules of the same names
+    # from the snippet (without bubblewrap, PyTorch's `import queue` found ours).
+    child = run_isolated([python or sys.executable, "-P", str(PROBE), str(config_path)], env=child_env(env),
+                         limits=limits, cwd=cwd, isolation=isolation, readonly=[*readonly, PROBE], writable=[tmp],
+                         scratch=scratch, python=python, hidden=hidden)
+    result = _read_result(result_path)
+    own_stderr = user_stderr.read_text(errors="replace") if user_stderr.is_file() else ""
+    run = _to_run(child, result, baseline, nonce, own_stderr, attributed=bool(config.get("attribute")),
+                  roots=config.get("roots") or [])
     run.isolation = isolation
     run.containment = {"task_cap": child.task_cap, "tasks_peak": child.tasks_peak, "task_cap_hit": child.task_cap_hit}
     return run
@@ -190,18 +181,53 @@ def tampering(child_stderr_problems: list[str], result: dict | None, nonce: str,
 
 
 def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None, nonce: str = "",
-            own_stderr: str = "") -> SnippetRun:
-    guard, stderr, problems = parse_stderr(child.stderr, nonce)
-    stderr = "\n".join(s for s in (own_stderr.rstrip("\n"), stderr) if s)
-    ended = probe.marker(nonce, probe.END) in child.stderr
-    tampered = tampering(problems, result, nonce, ended) if nonce else []
-    run = _measured(child, result, baseline, guard, stderr)
+            own_stderr: str = "", attributed: bool = False, roots: list[str] = ()) -> SnippetRun:
+    stream = parse(child.stderr, nonce)
+    stderr = "\n".join(s for s in (own_stderr.rstrip("\n"), stream.stderr) if s)
+    tampered = tampering(stream.problems, result, nonce, stream.ended) if nonce else []
+    if attributed and result is not None and not tampered:
+        tampered = _disagreement(stream, result)
+    run = _measured(child, result, baseline, stream.counts, stderr)
     if tampered:
         # Numbers from a run that hid or faked what is counted would be made up: none are reported.
         run.values = {k: None for k in run.values}
         run.syncs = []
         run.tampered = tampered
+    elif attributed and result is not None:
+        probe_side = result.get("attribution") or {}
+        if probe_side.get("error"):
+            run.attribution_error = f"per-line attribution stopped: {probe_side['error']}; counts are per run only"
+        else:
+            run.attribution = summarize(stream, shorten=_shortener(roots), ran=probe_side.get("ran"))
     return run
+
+
+def _disagreement(stream: Stream, result: dict) -> list[str]:
+    """The markers the runner read must add up to what the probe says it wrote, and the probe's
+    own list of host syncs to its sync markers: otherwise markers were faked, lost or removed."""
+    wrote = result.get("attribution") or {}
+    named = sum(1 for s in result.get("host_syncs") or [] if s.get("line") is not None)
+    if (stream.markers["s"], stream.markers["c"]) != (wrote.get("syncs"), wrote.get("compiles")) \
+            or named != wrote.get("syncs"):
+        return ["the probe's counts and the markers it wrote on file descriptor 2 disagree (markers were "
+                "faked, removed or lost)"]
+    return []
+
+
+def _shortener(roots: list[str]):
+    """Paths as the user reads them: relative to the reviewed tree, or to the library's package."""
+    bases = [os.path.join(os.path.realpath(r), "") for r in roots]
+
+    def shorten(path: str) -> str:
+        real = os.path.realpath(path) if os.path.isabs(path) else path
+        for base in bases:
+            if real.startswith(base):
+                return real[len(base):]
+        for marker in ("/site-packages/", "/dist-packages/"):
+            if marker in path:
+                return path.split(marker, 1)[1]
+        return path
+    return shorten
 
 
 def _measured(child: ChildRun, result: dict | None, baseline: SnippetRun | None, guard: GuardCounts,
@@ -251,8 +277,9 @@ def _measured(child: ChildRun, result: dict | None, baseline: SnippetRun | None,
 _EMPTY = "# The empty snippet: the floor every count is measured against.\n"
 
 
-def run_baseline(env: dict[str, str] | None = None, limits: Limits = Limits(), isolation: str | None = None) -> SnippetRun:
+def run_baseline(env: dict[str, str] | None = None, limits: Limits = Limits(), isolation: str | None = None,
+                 python: str | None = None) -> SnippetRun:
     with tempfile.TemporaryDirectory(prefix="jaxmem-baseline-") as tmp:
         empty = Path(tmp) / "empty.py"
         empty.write_text(_EMPTY)
-        return run_snippet(empty, env=env, limits=limits, isolation=isolation)
+        return run_snippet(empty, env=env, limits=limits, isolation=isolation, python=python)

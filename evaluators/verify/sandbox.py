@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from jaxmem.core.errors import ConfigError
+
 # Names never passed to a snippet (secrets, log-hiding variables): the corpus's schema defines them.
 from jaxmem.ingest.schema import DENIED_PREFIXES, DENIED_SUBSTRINGS, LOG_HIDING, is_denied
 
@@ -98,19 +100,55 @@ DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*", "/dev/kfd", 
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
 
 
-def python_paths() -> list[Path]:
-    """The interpreter and its packages: all the child may read of the Python installation."""
-    paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    paths.add(Path(sys.executable).resolve().parent.parent)
-    # Package folders a .pth file added (a venv layered over another environment's packages) are
-    # as much the installation as its own site-packages; other sys.path entries (the working
-    # directory, PYTHONPATH) are not bound.
-    extra = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
-    for p in site.getsitepackages() + [site.getusersitepackages()] + extra:
+def python_paths(python: str | None = None) -> list[Path]:
+    """The interpreter and its packages: all the child may read of the Python installation.
+    `python`: another interpreter (a virtual environment with the user's packages), asked once."""
+    # A virtual environment's interpreter is a link to its base one: compare the links, not their targets.
+    if python and os.path.abspath(python) != os.path.abspath(sys.executable):
+        prefixes, packages = _interpreter_paths(python)
+        executable = python
+    else:
+        prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix]
+        # Package folders a .pth file added (a venv layered over another environment's packages)
+        # are as much the installation as its own site-packages; other sys.path entries (the
+        # working directory, PYTHONPATH) are not bound.
+        extra = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+        packages = site.getsitepackages() + [site.getusersitepackages()] + extra
+        executable = sys.executable
+    paths = {Path(p).resolve() for p in prefixes}
+    paths.add(Path(executable).resolve().parent.parent)
+    for p in packages:
         if Path(p).is_dir():
             paths.add(Path(p).resolve())
     # Keep only the outermost of nested paths; bind them in a stable order.
     return sorted(p for p in paths if not any(q != p and p.is_relative_to(q) for q in paths))
+
+
+class InterpreterError(ConfigError):
+    """The interpreter named to run users' code (JAXMEM_RUN_PYTHON, --run-python) cannot be used."""
+
+
+_ASK = ("import json, site, sys; print(json.dumps([[sys.prefix, sys.base_prefix, sys.exec_prefix], "
+        "site.getsitepackages() + [p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))], "
+        "list(sys.version_info[:2])]))")
+
+
+@lru_cache(maxsize=8)
+def _interpreter_paths(python: str) -> tuple[list[str], list[str]]:
+    """Where another interpreter keeps itself and its packages (it is the operator's, not the user's)."""
+    import json
+
+    try:
+        out = subprocess.run([python, "-I", "-c", _ASK], capture_output=True, text=True, timeout=60,
+                             env={"PATH": os.defpath})
+        prefixes, packages, version = json.loads(out.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        raise InterpreterError(f"the interpreter {python!r} cannot be used: {exc}",
+                               "Set JAXMEM_RUN_PYTHON (or --run-python) to a Python 3.11+ that has jax.") from None
+    if tuple(version) < (3, 11):
+        raise InterpreterError(f"the interpreter {python!r} is Python {version[0]}.{version[1]}; the probe "
+                               "needs 3.11 or newer (python -P)", "Point JAXMEM_RUN_PYTHON at Python 3.11+.")
+    return prefixes, packages
 
 
 def device_nodes() -> list[str]:
@@ -118,7 +156,7 @@ def device_nodes() -> list[str]:
 
 
 def bwrap_argv(argv: Sequence[str], *, writable: Sequence[Path], readonly: Sequence[Path], home: Path,
-               cwd: Path) -> list[str]:
+               cwd: Path, python: str | None = None, hidden: Sequence[Path] = ()) -> list[str]:
     cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
            "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--cap-drop", "ALL",
            "--hostname", "jaxmem-sandbox", "--ro-bind", "/usr", "/usr"]
@@ -137,10 +175,15 @@ def bwrap_argv(argv: Sequence[str], *, writable: Sequence[Path], readonly: Seque
         cmd += ["--dev-bind", node, node]
     if devices:
         cmd += ["--ro-bind", "/sys", "/sys"]
-    for path in [*python_paths(), *readonly]:
+    for path in [*python_paths(python), *readonly]:
         cmd += ["--ro-bind", str(path), str(path)]
     for path in writable:
         cmd += ["--bind", str(path), str(path)]
+    # Folders inside a bound tree the child must not see (the data directory under a user's home):
+    # an empty tmpfs over each.
+    for path in hidden:
+        if Path(path).is_dir() and any(Path(path).resolve().is_relative_to(Path(r).resolve()) for r in readonly):
+            cmd += ["--tmpfs", str(Path(path).resolve())]
     # The sandbox's own root (a tmpfs holding the mount points) read-only too: writable are only
     # `writable`, the run's directory and the private /tmp.
     cmd += ["--remount-ro", "/", "--setenv", "HOME", str(home), "--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd),
@@ -326,11 +369,15 @@ def _read_tail(path: Path, limit: int) -> str:
 
 def run_isolated(argv: Sequence[str], *, env: Mapping[str, str], limits: Limits = Limits(),
                  cwd: Path | None = None, use_rlimit_as: bool | None = None, isolation: str = "process",
-                 readonly: Sequence[Path] = (), writable: Sequence[Path] = ()) -> ChildRun:
+                 readonly: Sequence[Path] = (), writable: Sequence[Path] = (), scratch: Path | None = None,
+                 python: str | None = None, hidden: Sequence[Path] = ()) -> ChildRun:
     """Run `argv` isolated; never raises for anything the child does.
 
     With `isolation="bwrap"` the child sees only `readonly` and `writable` (plus the system
-    libraries and the interpreter); `cwd` is always writable."""
+    libraries and the interpreter `python`, default this one); `cwd` is writable unless it is one of
+    `readonly` (a user's tree, mounted read-only as the working directory). `scratch` (default
+    `cwd`) holds the child's home and temporary files; `hidden` folders inside `readonly` are
+    covered by an empty tmpfs (bwrap only)."""
     if use_rlimit_as is None:
         use_rlimit_as = not accelerator_plugin_present()
     own_tmp = None
@@ -341,14 +388,18 @@ def run_isolated(argv: Sequence[str], *, env: Mapping[str, str], limits: Limits 
     cap = TaskCap(limits.max_tasks)
     try:
         out_path, err_path = out_dir / "stdout", out_dir / "stderr"
+        scratch = Path(scratch or cwd)
         # Temporary files the child makes land in its own directory and go with it.
-        child_env = {"TMPDIR": str(cwd), **env}
+        child_env = {"TMPDIR": str(scratch), **env}
         if isolation == "bwrap":
-            home = Path(cwd) / ".home"
+            home = scratch / ".home"
             home.mkdir(exist_ok=True)
-            argv = bwrap_argv(argv, writable=[Path(cwd), *writable], readonly=readonly, home=home, cwd=Path(cwd))
+            cwd_writable = [] if any(Path(cwd) == Path(r) for r in readonly) else [Path(cwd)]
+            argv = bwrap_argv(argv, writable=[*cwd_writable, scratch, *writable], readonly=readonly, home=home,
+                              cwd=Path(cwd), python=python, hidden=hidden)
             child_env = {**env, "HOME": str(home)}
-        with out_path.open("wb") as out, err_path.open("wb") as err:
+        # fd 2 in append mode: a child that seeks on it cannot write over what is already there.
+        with out_path.open("wb") as out, err_path.open("ab") as err:
             start = time.monotonic()
             proc = subprocess.Popen(
                 list(argv), cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=out,

@@ -55,3 +55,52 @@ def test_an_honest_script_is_not_flagged(tmp_path):
     result = verify_script(str(script))
     assert result["ok"] and result["tampered"] == [] and result["host_syncs"] == 1
     assert "to stderr" in result["stderr"] and "a warning" in result["stderr"]
+
+
+# ---- per-line counts (issue 24): true counts, or "not measurable" -------------------------------
+def attributed(name: str) -> dict:
+    return verify_script(str(HOSTILE / f"{name}.py"), limits=Limits(timeout_s=60))
+
+
+def assert_not_measurable(result: dict, why: str) -> None:
+    assert not result["ok"] and result["host_syncs"] is None and result["h2d_transfers"] is None
+    assert result["attribution"] is None and result["host_sync_lines"] == []
+    assert any(why in t for t in result["tampered"]), result["tampered"]
+
+
+def test_per_line_counts_of_an_honest_loop_are_its_true_counts(tmp_path):
+    honest = tmp_path / "honest.py"
+    honest.write_text((HOSTILE / "unhook_syncs.py").read_text().split("\nx = jnp.ones(3)", 1)[0]
+                      .replace("setattr(ArrayImpl, name, value)", "pass") + "\nx = jnp.ones(3)\ntotal = 0.0\n"
+                      "for i in range(20):\n    x = x + 1\n    total += float(x.sum())\nprint(total)\n")
+    result = verify_script(str(honest))
+    line = next(r for r in result["attribution"]["lines"] if r["metrics"].get("host_syncs"))
+    assert (line["line"], line["metrics"]["host_syncs"]["total"], line["metrics"]["host_syncs"]["per_step"]) == \
+        (20, 20, 1.0)
+
+
+def test_putting_the_original_read_methods_back_is_not_measurable(capsys):
+    result = attributed("unhook_syncs")
+    assert_not_measurable(result, "replaced one of the probe's hooks")
+    with capsys.disabled():
+        print(f"\n[tamper] read methods put back: not measurable ({'; '.join(result['tampered'])})")
+
+
+def test_switching_off_the_line_tracer_is_not_measurable():
+    assert_not_measurable(attributed("stop_tracer"), "set its own trace function")
+
+
+def test_forged_sync_markers_with_the_real_nonce_are_not_measurable(capsys):
+    result = attributed("forge_markers")
+    assert_not_measurable(result, "markers it wrote on file descriptor 2 disagree")
+    with capsys.disabled():
+        print(f"\n[tamper] 30 sync markers forged with the nonce read from memory: not measurable "
+              f"({'; '.join(result['tampered'])})")
+
+
+def test_erasing_the_probes_records_is_not_measurable():
+    assert_not_measurable(attributed("erase_records"), "disagree")
+
+
+def test_writing_fd2_through_libc_is_not_measurable():
+    assert_not_measurable(attributed("ctypes_write"), "through ctypes")
