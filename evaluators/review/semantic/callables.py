@@ -110,6 +110,12 @@ class CallablesMixin:
                 return b.info
             if b.how == "assign" and b.index is None and isinstance(b.value, ast.Name) and b.value is not func:
                 return self.jit_info(b.value, scope)  # `step = train_step`
+            if (b.how == "assign" and b.index is None and isinstance(b.value, ast.Call) and b.value.args
+                    and self.qualname(b.value.func) == "functools.partial"):
+                # `update_fn = partial(update_parameters, grad_fn=..., optimizer=...)` of a jitted
+                # function: calling the partial calls the jitted function.
+                inner = self.jit_info(b.value.args[0], scope)
+                return inner.partial(len(b.value.args) - 1) if inner is not None else None
             if b.how == "param":
                 return self._param_jit(b)
             if self.project is not None:
@@ -117,7 +123,10 @@ class CallablesMixin:
             return None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if self.aliases.get(func.value.id):
-                return None  # a module attribute (`jax.numpy.sum`)
+                # A module attribute: `jax.numpy.sum` is no jitted callable; a function of another
+                # file of the reviewed tree may be one (`training_utils.update_parameters`).
+                facts = self.project.function(self.qualname(func) or "") if self.project is not None else None
+                return facts.jit if facts is not None else None
             cls = self.class_of_receiver(func.value, scope)
             if cls is not None:
                 return self._class_jit(cls, func.attr)

@@ -112,6 +112,19 @@ class JitInfo:
             out.update(self.params[i] for i in (self.static_argnums or ()) if 0 <= i < len(self.params))
         return frozenset(out)
 
+    def partial(self, given: int) -> JitInfo:
+        """The callable `functools.partial(this, *given_args)` makes: the first `given` positions
+        are filled, so the caller's positions start after them."""
+        if not given:
+            return self
+
+        def shift(nums):
+            return None if nums is None else frozenset(i - given for i in nums if i >= given)
+        return JitInfo(self.node, self.params[given:] if self.params else self.params, shift(self.donate_argnums),
+                       self.donate_argnames, shift(self.static_argnums), self.static_argnames, self.maker,
+                       None if self.donate_from is None else max(0, self.donate_from - given), self.exact,
+                       self.wrapped)
+
     def bound(self) -> JitInfo:
         """The same callable reached as a bound method: positions shift past `self`."""
         def shift(nums):

@@ -42,6 +42,9 @@ class Project:
         self._facts: dict[str, dict[str, FunctionFacts] | None] = {}
         self._words: dict[str, bool] = {}
         self._suffix: dict[str, str | None] = {}
+        self._packages: dict[str, bool] = {}
+        # Packages of the tree: every proper prefix of a module name (`src` of `src.training`).
+        self._prefixes = frozenset(".".join(m.split(".")[:i]) for m in files for i in range(1, m.count(".") + 1))
 
     @classmethod
     def of_paths(cls, roots: list[str], files: list[str]) -> Project:
@@ -69,11 +72,19 @@ class Project:
             return ""
         for m in _IMPORTS.finditer(source):
             name = m.group(1) or m.group(2)
-            module = self._module_for(name) if not name.startswith(".") else None
-            if name.startswith(".") or module is not None:
-                if module is None or self._jits(module):
-                    return " jit pmap"
+            if name.startswith(".") or self._package_in_tree(name):
+                return " jit pmap"  # `from pkg.src import training_utils`: modules of the tree
+            module = self._module_for(name)
+            if module is not None and self._jits(module):
+                return " jit pmap"
         return ""
+
+    def _package_in_tree(self, dotted: str) -> bool:
+        """`searchless_chess.src` names a package whose modules are in the tree (`src.training`)."""
+        if dotted not in self._packages:
+            parts = dotted.split(".")
+            self._packages[dotted] = any(".".join(parts[k:]) in self._prefixes for k in range(len(parts)))
+        return self._packages[dotted]
 
     def _jits(self, module: str) -> bool:
         if module not in self._words:
