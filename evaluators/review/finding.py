@@ -30,6 +30,9 @@ class Finding:
     # What a run of the code showed on this line (`--run`): {"status": "confirmed" | "not-seen",
     # "per_step": {...}, "first_step": {...}}; None when nothing was run.
     runtime: dict[str, Any] | None = None
+    # Whether `jaxmem review --fix` can rewrite this finding's code: "safe" (keeps what the code
+    # computes and prints: --fix applies it), "unsafe" (may change it: --unsafe-fixes), None (no fix).
+    fix_applicability: str | None = None
 
     @property
     def location(self) -> str:

@@ -1,0 +1,202 @@
+"""What `jaxmem review --fix / --diff` does with the files of a review: fix each file that has a
+fixable finding, show the diff, write the files, and copy the run's folder with the fixed files in
+it for the after-run of `--fix --run`. File work only; running code is the caller's (the CLI passes
+the verifier's sandboxed run)."""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from jaxmem.evaluators.review import inputs
+from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
+from jaxmem.evaluators.review.finding import Finding
+from jaxmem.evaluators.review.fixes import REGISTRY
+from jaxmem.evaluators.review.fixes.apply import NotebookFixError, Outcome, annotate, fix_notebook, fix_source
+from jaxmem.evaluators.review.fixes.base import SAFE, UNSAFE, Options
+from jaxmem.evaluators.review.rule import Rule
+
+# The after-run copies the run's folder; past these it says so instead of copying a whole disk.
+COPY_MAX_BYTES = 512 << 20
+COPY_MAX_FILE = 128 << 20
+
+
+class FixError(ValueError):
+    """Something about the request that the user can change (said in one line)."""
+
+
+def fixable_paths(findings: Sequence[Finding]) -> list[str]:
+    """Files with at least one finding a fix is registered for, in report order."""
+    return list(dict.fromkeys(f.path for f in findings if f.code in REGISTRY and f.path not in ("<stdin>", "-")))
+
+
+def plan(findings: Sequence[Finding], rules: Sequence[Rule], *, unsafe: bool, options: Options,
+         show_possible: bool, max_bytes: int = DEFAULT_MAX_BYTES,
+         keep: Callable[[list[Finding]], list[Finding]] | None = None) -> list[Outcome]:
+    """Fix every file that has fixable findings (nothing is written here). `keep` filters each
+    re-review as the report does (a baseline)."""
+    outcomes = []
+    for path in fixable_paths(findings):
+        loaded = inputs.read(path, max_bytes)
+        if loaded.text is None:
+            continue
+        if path.endswith(".ipynb"):
+            try:
+                out = fix_notebook(loaded.text, path, rules, unsafe=unsafe, options=options,
+                                   show_possible=show_possible)
+            except NotebookFixError as exc:
+                out = Outcome(path, loaded.text, loaded.text, notes=[f"not fixed: {exc}"])
+        else:
+            review = None
+            if keep is not None:
+                from jaxmem.evaluators.review.fixes.apply import _review
+
+                review = (lambda p: (lambda src: keep(_review(src, p, rules, show_possible))))(path)
+            out = fix_source(loaded.text, path, rules, unsafe=unsafe, options=options, show_possible=show_possible,
+                             review=review)
+        outcomes.append(out)
+    return outcomes
+
+
+def annotate_findings(findings: Sequence[Finding], *, options: Options = Options(),
+                      max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    """Mark each finding that has a fix (`fix_applicability`) on its file as it is now."""
+    by_path: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.code in REGISTRY:
+            by_path.setdefault(f.path, []).append(f)
+    for path, mine in by_path.items():
+        if path in ("<stdin>", "-") or not Path(path).is_file():
+            continue
+        loaded = inputs.read(path, max_bytes)
+        if loaded.text is not None:
+            annotate(mine, loaded.text, options=options, notebook_file=path.endswith(".ipynb"))
+
+
+def diff_text(outcomes: Sequence[Outcome]) -> str:
+    """Unified diffs of what the fixes change: a notebook's per changed code cell."""
+    out: list[str] = []
+    for o in outcomes:
+        if not o.changed:
+            continue
+        if o.path.endswith(".ipynb"):
+            out.extend(_notebook_diff(o))
+        else:
+            out.extend(difflib.unified_diff(o.before.splitlines(keepends=True), o.after.splitlines(keepends=True),
+                                            f"a/{os.path.normpath(o.path)}", f"b/{os.path.normpath(o.path)}"))
+        if out and not out[-1].endswith("\n"):
+            out[-1] += "\n\\ No newline at end of file\n"
+    return "".join(out)
+
+
+def _notebook_diff(o: Outcome) -> list[str]:
+    before, after = json.loads(o.before), json.loads(o.after)
+    out: list[str] = []
+    for n, (b, a) in enumerate(zip(before.get("cells", []), after.get("cells", [])), 1):
+        bs, as_ = _cell_text(b), _cell_text(a)
+        if bs != as_:
+            out.extend(difflib.unified_diff(bs.splitlines(keepends=True), as_.splitlines(keepends=True),
+                                            f"a/{o.path}:cell {n}", f"b/{o.path}:cell {n}"))
+            if out and not out[-1].endswith("\n"):
+                out[-1] += "\n"
+    return out
+
+
+def _cell_text(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def write(outcomes: Sequence[Outcome]) -> int:
+    """Write the fixed files (only those that changed); returns how many."""
+    n = 0
+    for o in outcomes:
+        if o.changed:
+            Path(o.path).write_text(o.after, encoding="utf-8")
+            n += 1
+    return n
+
+
+def summary(outcomes: Sequence[Outcome], *, written: bool, unsafe: bool) -> str:
+    applied = [a for o in outcomes for a in o.applied]
+    files = sum(o.changed for o in outcomes)
+    remaining = sum(len(o.remaining) for o in outcomes)
+    more = sum(o.skipped_unsafe for o in outcomes)
+    kinds = {SAFE: sum(a.fix.applicability == SAFE for a in applied),
+             UNSAFE: sum(a.fix.applicability == UNSAFE for a in applied)}
+    what = ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
+    verb = "Fixed" if written else "Would fix"
+    line = (f"{verb} {len(applied)} finding{'s' if len(applied) != 1 else ''}"
+            + (f" ({what})" if applied else "") + f" in {files} file{'s' if files != 1 else ''}")
+    if remaining:
+        line += f"; {remaining} finding{'s' if remaining != 1 else ''} left in the fixed file{'s' if files != 1 else ''}"
+    line += "."
+    if more and not unsafe:
+        line += (f" {more} more fix{'es' if more != 1 else ''} available with --unsafe-fixes (they may change "
+                 "what the code prints or computes: read the diff first, `--diff --unsafe-fixes`).")
+    return line
+
+
+def fix_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """One line per applied fix: where, the code, safe or unsafe, what it did."""
+    out = []
+    for o in outcomes:
+        for a in o.applied:
+            f = a.finding
+            where = f"{f.path}:cell {f.cell}:{f.line}" if f.cell is not None else f"{f.path}:{f.line}"
+            out.append(f"{where}: {f.code} [{a.fix.applicability}] {a.fix.title}")
+        out.extend(f"note: {o.path}: {n}" for n in o.notes)
+    return out
+
+
+# ---- the after-run's folder ---------------------------------------------------------------------
+def _ignore(directory: str, names: list[str]) -> list[str]:
+    out = []
+    for name in names:
+        full = os.path.join(directory, name)
+        if name in inputs.SKIP_DIRS and os.path.isdir(full):
+            out.append(name)
+        elif os.path.islink(full) or (os.path.isfile(full) and os.path.getsize(full) > COPY_MAX_FILE):
+            out.append(name)
+    return out
+
+
+def folder_size(root: Path) -> int:
+    total = 0
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _ignore(directory, dirs)]
+        for name in files:
+            full = os.path.join(directory, name)
+            if not os.path.islink(full):
+                size = os.path.getsize(full)
+                if size <= COPY_MAX_FILE:
+                    total += size
+                    if total > COPY_MAX_BYTES:
+                        return total
+    return total
+
+
+def fixed_copy(root: Path, outcomes: Sequence[Outcome], dest: Path) -> tuple[Path, list[str]]:
+    """Copy the run's folder `root` to `dest` with every fixed file under it replaced; returns the
+    copy and the fixed files that lie outside the folder (the after-run does not see those)."""
+    root = root.resolve()
+    size = folder_size(root)
+    if size > COPY_MAX_BYTES:
+        raise FixError(f"{root} holds more than {COPY_MAX_BYTES >> 20} MiB; the after-run copies the run's folder "
+                       "with the fixed files in it. Run it on a smaller folder, or write the fixes (--fix) and run "
+                       "the fixed code yourself")
+    copy = dest / root.name
+    shutil.copytree(root, copy, ignore=_ignore, symlinks=False)
+    outside = []
+    for o in outcomes:
+        if not o.changed:
+            continue
+        p = Path(o.path).resolve()
+        if p.is_relative_to(root):
+            (copy / p.relative_to(root)).write_text(o.after, encoding="utf-8")
+        else:
+            outside.append(o.path)
+    return copy, outside
