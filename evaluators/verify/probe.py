@@ -69,6 +69,8 @@ class Guard:
         self._fd2 = None
         self._write = os.write
         self._lseek = os.lseek  # the originals: install() wraps the os functions the snippet sees
+        self._spawning = threading.local()
+        self.wrapped: dict = {}
 
     def mark(self, name: str) -> None:
         # Flush Python's buffers first so the marker lands after everything written before it.
@@ -101,15 +103,25 @@ class Guard:
                 return original(*args, **kwargs)
             setattr(os, name, wrapper)
 
-        wrap("dup2", lambda fd, fd2, *a, **k: _is_fd2(fd2))
+        wrap("dup", lambda fd, *a, **k: _is_fd2(fd))
+        wrap("dup2", lambda fd, fd2, *a, **k: _is_fd2(fd2) or _is_fd2(fd))
         wrap("close", lambda fd, *a, **k: _is_fd2(fd))
         wrap("closerange", lambda lo, hi, *a, **k: lo <= 2 < hi)
         wrap("write", lambda fd, *a, **k: _is_fd2(fd))
         wrap("writev", lambda fd, *a, **k: _is_fd2(fd))
         wrap("pwrite", lambda fd, *a, **k: _is_fd2(fd))
         wrap("lseek", lambda fd, *a, **k: _is_fd2(fd))
-        self.wrapped = {name: getattr(os, name) for name in ("dup2", "close", "closerange", "write", "writev",
-                                                             "pwrite", "lseek")}
+        self.wrapped = {name: getattr(os, name) for name in ("dup", "dup2", "close", "closerange", "write",
+                                                             "writev", "pwrite", "lseek")}
+        import fcntl
+        original_fcntl = fcntl.fcntl
+
+        def fcntl_wrapper(fd, cmd, *args):
+            if guard.active and _is_fd2(fd) and cmd in (fcntl.F_DUPFD, fcntl.F_DUPFD_CLOEXEC):
+                guard.note("the code duplicated file descriptor 2 (fcntl)")
+            return original_fcntl(fd, cmd, *args)
+        fcntl.fcntl = fcntl_wrapper
+        self._install_subprocess()
 
         def audit(event: str, args) -> None:
             if not guard.active:
@@ -121,13 +133,50 @@ class Guard:
             elif event == "ctypes.dlsym" and len(args) > 1 and str(args[1]) in _FD_SYMBOLS:
                 guard.note(f"the code looked up the C function {args[1]} through ctypes (file descriptors "
                            "without os.*)")
-            elif event in _SPAWN_EVENTS:
+            elif event in _SPAWN_EVENTS and not getattr(guard._spawning, "safe", False):
                 guard.note("the code started a process, whose output shares file descriptor 2")
         sys.addaudithook(audit)
+
+    def _install_subprocess(self) -> None:
+        """Processes started through `subprocess` (matplotlib asks fc-list for fonts) get the user's
+        stderr file instead of fd 2, so they cannot write there and need not make the run tampered;
+        one that is handed fd 2 itself, or any other way of starting a process, still does."""
+        import subprocess
+
+        guard = self
+        user_stderr = sys.stderr
+        original_init = subprocess.Popen.__init__
+
+        def is_fd2(target) -> bool:
+            if isinstance(target, int):
+                return target == 2
+            try:
+                return target is not None and target.fileno() == 2
+            except (AttributeError, OSError, ValueError):
+                return False
+
+        def init(popen, args, bufsize=-1, executable=None, stdin=None, stdout=None, stderr=None, *rest, **kwargs):
+            if stderr is None:
+                stderr = user_stderr
+            into_stdout = stderr == subprocess.STDOUT
+            guard._spawning.safe = guard.active and not (is_fd2(stdout) if into_stdout else is_fd2(stderr))
+            try:
+                original_init(popen, args, bufsize, executable, stdin, stdout, stderr, *rest, **kwargs)
+            finally:
+                guard._spawning.safe = False
+        subprocess.Popen.__init__ = init
+        self.wrapped["Popen.__init__"] = init
 
     def note(self, what: str) -> None:
         if what not in self.tampered:
             self.tampered.append(what)
+
+    def intact(self) -> bool:
+        """Whether the wrappers that watch fd 2 are still the ones the snippet calls."""
+        import subprocess
+
+        return all((subprocess.Popen.__init__ if name == "Popen.__init__" else getattr(os, name, None)) is f
+                   for name, f in self.wrapped.items())
 
     def check_fd2(self) -> None:
         try:
@@ -684,7 +733,7 @@ def run(config: dict, guard: Guard) -> dict:
         if attribution is not None:
             attribution.stop()
         hooks.active = guard.active = False
-        if attribution is not None and not hooks.intact():
+        if attribution is not None and not (hooks.intact() and guard.intact()):
             guard.note("the code replaced one of the probe's hooks (a host read, device_put or the compile "
                        "listener), so what it did there would not be counted")
         guard.check_fd2()

@@ -104,3 +104,21 @@ def test_erasing_the_probes_records_is_not_measurable():
 
 def test_writing_fd2_through_libc_is_not_measurable():
     assert_not_measurable(attributed("ctypes_write"), "through ctypes")
+
+
+def test_a_subprocess_writes_to_the_users_stderr_but_one_handed_fd2_is_tampering(tmp_path):
+    """matplotlib asks fc-list for fonts: a process started through subprocess gets the user's stderr
+    file, so it cannot pass for the guard and the run still counts; handing it fd 2 (or dup'ing fd 2
+    to write under another number) is tampering."""
+    fake = "W1130 11:16:47.229349    7153 guard_lib.cc:125] host-to-device transfer: "
+    cases = {"polite": f"import subprocess\nsubprocess.run(['sh', '-c', 'echo \"{fake}\" >&2'])\n",
+             "handed": f"import subprocess\nsubprocess.run(['sh', '-c', 'echo \"{fake}\" >&2'], stderr=2)\n",
+             "dup": f"import os\nos.write(os.dup(2), b'{fake}\\n')\n"}
+    results = {}
+    for name, code in cases.items():
+        (tmp_path / f"{name}.py").write_text(code)
+        results[name] = verify_script(str(tmp_path / f"{name}.py"))
+    assert results["polite"]["ok"] and results["polite"]["h2d_transfers"] == 0
+    assert fake.strip() in results["polite"]["stderr"]
+    assert_not_measurable(results["handed"], "started a process")
+    assert_not_measurable(results["dup"], "os.dup on file descriptor 2")
