@@ -32,9 +32,14 @@ def default_rules() -> list[Rule]:
     return registry.select([], [])
 
 
-def attach_run(findings: Sequence[Finding], path: str, result: dict) -> list[Finding]:
-    """Put a script run's measured counts onto the findings of `path` they explain."""
-    return dynamic.attach(findings, path, result)
+def attach_run(findings: Sequence[Finding], path: str, result: dict, *, select: Sequence[str] | None = None,
+               ignore: Sequence[str] | None = None, card_url: Callable[[str], str] | None = None) -> list[Finding]:
+    """Put a run's measurements on the findings they explain (`Finding.runtime`: confirmed, not seen,
+    not run, not measurable) and return the measured findings it adds (JM011-JM014: per-step syncs,
+    transfers and recompiles no rule flagged), which the caller adds to its list. `path`: how the
+    findings name the run's script (`<pasted>`, a file given to --run)."""
+    keep = {r.code for r in registry.select_measured(list(select or []), list(ignore or []))}
+    return dynamic.attach(findings, path, result, card_url=card_url or card_url_factory(), keep=keep.__contains__)
 
 
 def card_url_factory() -> Callable[[str], str]:
@@ -66,6 +71,7 @@ class ReviewResult:
     files: int = 0  # files actually reviewed (parsed or attempted)
     errors: int = 0  # files the reviewer crashed on (reported as notes; the batch went on)
     hidden: int = 0  # "possible" findings left out (shown with show_possible)
+    possible: list[Finding] = field(default_factory=list)  # those findings (a run may confirm them)
 
     @property
     def exit_code(self) -> int:
@@ -200,6 +206,8 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
     bar.close()
     kept = shown(result.findings, show_possible)
     result.hidden = len(result.findings) - len(kept)
+    shown_ids = {id(f) for f in kept}
+    result.possible = sorted((f for f in result.findings if id(f) not in shown_ids), key=Finding.sort_key)
     result.findings = sorted(kept, key=Finding.sort_key)
     return result
 
@@ -263,3 +271,52 @@ def review_blocks(blocks: Sequence[str], *, notes: list[str] | None = None, **kw
 def review_question(question: str, **kwargs) -> list[Finding]:
     """Findings for the code blocks pasted in a question: the one path every chat front end uses."""
     return review_blocks(extract_code_blocks(question), **kwargs)
+
+
+# ---- fixes (`--fix`, the web page's "Fix and measure") ----------------------------------------------
+def fix_code(source: str, name: str = "<pasted>", *, unsafe: bool = False, interval: int = 100,
+             select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
+             show_possible: bool = True, notebook_file: bool = False) -> dict:
+    """Every fix of one piece of code (a pasted snippet, an uploaded file or notebook), nothing
+    written: {"before", "after", "changed", "diff", "applied": [...], "remaining": [Finding],
+    "unsafe_available", "notes", "codes"}. Pasted code shows possible findings, so they are fixed
+    too (their fixes are never safe)."""
+    from jaxmem.evaluators.review.fixes import session
+    from jaxmem.evaluators.review.fixes.apply import NotebookFixError, Outcome, fix_notebook, fix_source
+    from jaxmem.evaluators.review.fixes.base import Options
+
+    rules = registry.select(list(select or []), list(ignore or []))
+    options = Options(interval)
+    try:
+        if notebook_file:
+            out = fix_notebook(source, name, rules, unsafe=unsafe, options=options, show_possible=show_possible)
+        else:
+            out = fix_source(source, name, rules, unsafe=unsafe, options=options, show_possible=show_possible)
+    except NotebookFixError as exc:
+        out = Outcome(name, source, source, notes=[f"not fixed: {exc}"])
+    except RecursionError as exc:
+        raise ReviewError(f"{name}: too deeply nested to fix") from exc
+    return {"path": name, "before": out.before, "after": out.after, "changed": out.changed,
+            "diff": session.diff_text([out]), "applied": [a.to_dict() for a in out.applied],
+            "remaining": out.remaining, "unsafe_available": out.skipped_unsafe, "notes": out.notes,
+            "codes": sorted({a.finding.code for a in out.applied})}
+
+
+def measure_fix(run_before: Callable[[], dict], run_after: Callable[[], dict], codes: Sequence[str], *,
+                repeats: int = 3, progress: Callable[[str], None] | None = None):
+    """Run the code before and after its fixes (the callers pass the verifier's sandboxed runs: the
+    reviewer never runs code) and judge what the fixes should move; returns a `FixRun`
+    (`.to_dict()`, `.verdict`, and `fix_table` for its rows)."""
+    from jaxmem.evaluators.review.fixes import measure
+
+    return measure.measure(run_before, run_after, codes, repeats=repeats, progress=progress)
+
+
+def fix_table(run, markdown: bool | None = None):
+    """A measured fix as rows ([metric, before, after, per step, verdict], the header first), or as
+    text (`markdown=False`) or Markdown (`markdown=True`)."""
+    from jaxmem.evaluators.review.fixes import measure
+
+    if markdown is None:
+        return measure.table_rows(run)
+    return measure.format_table(run, markdown=markdown)

@@ -1,6 +1,7 @@
 """`jaxmem review`: a thin adapter from the command line to `evaluators.review.api`."""
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -22,7 +23,7 @@ def rules_table() -> str:
     measured = registry.measured_precision()
     rows = ["| code | name | topic | severity | default | precision on unseen code (sure) | message |",
             "|---|---|---|---|---|---|---|"]
-    for r in registry.all_rules():
+    for r in (*registry.all_rules(), *registry.measured_rules()):
         on = "on" if r.default else "opt-in"
         rows.append(f"| {r.code} | {r.name} | {r.topic} | {r.severity} | {on} | {measured.get(r.code, 'not measured')} "
                     f"| {r.message} |")
@@ -35,6 +36,30 @@ def runner():
     from jaxmem.evaluators.verify.api import verify_script
 
     return verify_script
+
+
+def command_runner():
+    """The verifier's isolated run of a command in the reviewed tree (--run-cmd)."""
+    from jaxmem.evaluators.verify.api import verify_command
+
+    return verify_command
+
+
+def _run(run_path, run_cmd, paths, timeout, python) -> dict:
+    """Run the script or the command in the sandbox with the settings' limits and interpreter."""
+    from jaxmem.core.settings import Settings
+    from jaxmem.evaluators.verify.api import Limits
+
+    settings = Settings()
+    opts = {"limits": Limits(timeout_s=timeout or settings.run_timeout), "sandbox": settings.sandbox,
+            "python": python or settings.run_python, "hidden": [settings.data_dir]}
+    if run_path:
+        return runner()(run_path, **opts)
+    disk = [Path(p).resolve() for p in paths if p != "-"]
+    if not disk:
+        raise click.UsageError("--run-cmd runs in the reviewed folder: give the folder (or its files) to review")
+    tree = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in disk]))
+    return command_runner()(run_cmd, tree, **opts)
 
 
 @click.command("review")
@@ -59,13 +84,25 @@ def runner():
               help="Record every finding shown now as accepted, in this file, and exit 0.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
 @click.option("--run", "run_path", type=click.Path(dir_okay=False),
-              help="Also run this script in the verifier's isolation and attach measured counts to its findings.")
+              help="Also run this script in the verifier's sandbox: each finding is marked confirmed (with its "
+                   "count per step), not seen or not run, and per-step syncs, transfers and recompiles no rule "
+                   "flagged become measured findings (JM011-JM014).")
+@click.option("--run-cmd", "run_cmd", metavar="COMMAND",
+              help="Like --run, for a command run in the reviewed folder (mounted read-only, the working "
+                   "directory): \"python train.py --steps 5\", \"python -m pkg.train\", NAME=VALUE first to set "
+                   "environment variables. `python` is JAXMEM_RUN_PYTHON (or --run-python).")
+@click.option("--run-timeout", type=click.FloatRange(1, 86400), default=None,
+              help="Seconds the run may take (default: JAXMEM_RUN_TIMEOUT).")
+@click.option("--run-python", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The interpreter to run with, e.g. a virtual environment with the code's packages "
+                   "(default: JAXMEM_RUN_PYTHON, else the one running jaxmem).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=None, help="Worker processes for large batches.")
 @click.option("--list-rules", is_flag=True, help="Print the rule table (Markdown) and exit.")
 @click.option("--explain", metavar="CODE", help="Print one rule's documentation and exit.")
 @friendly
 def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, include_tests, show_fixes, show_possible,
-            baseline_path, write_baseline, output, run_path, jobs, list_rules, explain):
+            baseline_path, write_baseline, output, run_path, run_cmd, run_timeout, run_python, jobs, list_rules,
+            explain):
     """Review Python files, directories and notebooks for JAX memory and transfer anti-patterns.
 
     Each finding links to the advice card that explains it. Use `-` (or no path with piped
@@ -79,6 +116,7 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
       jaxmem review src/ --format sarif -o jaxmem.sarif
       jaxmem review --select JM1 --ignore JM104 train.py
       jaxmem review --run train.py          # review it and attach measured counts
+      jaxmem review src/ --run-cmd "python -m src.train --steps 5"
       jaxmem review src/ --write-baseline .jaxmem-baseline.json   # accept what is there now
       jaxmem review src/ --baseline .jaxmem-baseline.json         # then see only new findings
     """
@@ -129,10 +167,18 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
                 notes.append(api.Note(baseline_path, f"{known} finding{'s' if known != 1 else ''} left out: "
                                                      "recorded in this baseline"))
         run_line = run_result = None
-        if run_path:
+        if run_path and run_cmd:
+            raise click.UsageError("give --run FILE or --run-cmd COMMAND, not both")
+        if run_path or run_cmd:
             from jaxmem.evaluators.review import dynamic
 
-            run_result, _touched = dynamic.confirm(result.findings, run_path, runner())
+            run_result = _run(run_path, run_cmd, paths, run_timeout, run_python)
+            added = api.attach_run([*result.findings, *result.possible], run_path or "", run_result, select=sel,
+                                   ignore=ign)
+            # A possible finding the run confirmed is shown too (its premise was not proven, its cost was).
+            seen = [f for f in result.possible if (f.runtime or {}).get("status") == "confirmed"]
+            result.hidden -= len(seen)
+            result.findings = sorted([*result.findings, *seen, *added], key=api.Finding.sort_key)
             run_line = dynamic.run_summary(run_result)
             run_result = {k: v for k, v in run_result.items() if k not in ("stdout", "stderr")}
         report = _render(fmt, result, notes, sel, ign, show_fixes, run_result)

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from jaxmem.evaluators.review.engine import PARSE_ERROR_CODE
 from jaxmem.evaluators.review.finding import Finding, Note
+from jaxmem.evaluators.review.measured import RULES as MEASURED_RULES
 from jaxmem.evaluators.review.rule import Rule
 
 FORMATS = ("text", "json", "sarif", "markdown")
@@ -22,7 +23,10 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 or word == 'info' else 's'}"
 
 
-JSON_VERSION = 2  # 2: findings carry `confidence` and `runtime`; the summary counts hidden possible ones
+# 2: findings carry `confidence` and `runtime` (after a run: status confirmed / not-seen / not-run /
+# not-measurable, or measured for JM011-JM014, with per_step and first_step counts); the summary
+# counts hidden possible ones, and after a run the findings by runtime status.
+JSON_VERSION = 2
 
 
 def summary_line(findings: Sequence[Finding], files: int | None = None, hidden: int = 0) -> str:
@@ -42,13 +46,47 @@ def _tag(f: Finding) -> str:
     return "" if f.confidence == "sure" else "[possible] "
 
 
+_METRIC_WORDS = {"host_syncs": "host syncs", "implicit_h2d_transfers": "implicit host->device transfers",
+                 "explicit_h2d_transfers": "device_put transfers", "d2h_transfers": "device->host transfers",
+                 "compiles": "compilations"}
+
+
+def runtime_text(f: Finding) -> str:
+    """What the run showed at a finding's line, in words ("" when nothing ran, or for a measured
+    finding, whose message says it)."""
+    rt = f.runtime
+    if not rt or rt.get("status") == "measured":
+        return ""
+    status = rt.get("status")
+    if status == "not-run":
+        return "run: this line did not run"
+    if status == "not-measurable":
+        why = rt.get("why", "")
+        mib = rt.get("peak_rss_mib")
+        return f"run: not measurable per line ({why}{f'; peak RSS {mib} MiB' if mib else ''})"
+    counts = []
+    for metric, per in (rt.get("per_step") or {}).items():
+        first = (rt.get("first_step") or {}).get(metric, 0)
+        counts.append(f"{per:g} {_METRIC_WORDS.get(metric, metric)}/step (step 1: {first})" if per is not None
+                      else f"{first} {_METRIC_WORDS.get(metric, metric)} in step 1")
+    for metric, per in (rt.get("per_run_of_line") or {}).items():
+        if metric not in (rt.get("per_step") or {}):
+            counts.append(f"{per:g} {_METRIC_WORDS.get(metric, metric)} per run of the line")
+    where = f" over {rt['steps']} steps of the loop at {rt['loop']}" if rt.get("loop") else ""
+    lead = "run: confirmed" if status == "confirmed" else "run: not seen"
+    if status == "not-seen" and rt.get("why"):
+        lead += f" ({rt['why']})"
+    return lead + (f", {'; '.join(counts)}{where}" if counts else "")
+
+
 def format_text(findings: Sequence[Finding], notes: Sequence[Note] = (), *, verbose: bool = False,
                 files: int | None = None, summary: bool = True, hidden: int = 0) -> str:
     """`path:line:col: CODE message`; verbose adds the source line, the fix and the card link."""
     out = []
     for f in findings:
         measured = f" [measured: {_measured(f)}]" if f.measured else ""
-        out.append(f"{f.location}: {f.code} {_tag(f)}{f.message}{measured}")
+        ran = runtime_text(f)
+        out.append(f"{f.location}: {f.code} {_tag(f)}{f.message}{measured}" + (f" [{ran}]" if ran else ""))
         if verbose:
             if f.source_line:
                 out.append(f"    | {f.source_line}")
@@ -74,7 +112,9 @@ def format_json(findings: Sequence[Finding], notes: Sequence[Note] = (), *, file
                     "by_severity": dict(Counter(f.severity for f in findings)),
                     "by_confidence": dict(Counter(f.confidence for f in findings)),
                     "possible_not_shown": hidden,
-                    "by_code": dict(sorted(Counter(f.code for f in findings).items()))},
+                    "by_code": dict(sorted(Counter(f.code for f in findings).items())),
+                    **({"by_runtime": dict(Counter(f.runtime["status"] for f in findings if f.runtime))}
+                       if any(f.runtime for f in findings) else {})},
         "findings": [f.to_dict() for f in findings],
         "notes": [n.to_dict() for n in notes],
     }
@@ -146,6 +186,13 @@ def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rul
         if url:
             e["helpUri"] = url
         entries.append(e)
+    # Codes only a run produces (JM011-JM014) are described when a run produced them.
+    listed = {e["id"] for e in entries}
+    for rule in MEASURED_RULES:
+        if rule.code not in listed and any(f.code == rule.code for f in findings):
+            e = _sarif_rule(rule, card_help(rule.topic) if card_help is not None else "")
+            e["properties"]["measured"] = True
+            entries.append(e)
     if any(f.code == PARSE_ERROR_CODE for f in findings):
         entries.append({"id": PARSE_ERROR_CODE, "name": "syntax-error",
                         "shortDescription": {"text": "The file could not be parsed"},
@@ -203,6 +250,9 @@ def format_markdown(findings: Sequence[Finding], notes: Sequence[Note] = (), *, 
         out.append(f"  Fix: {f.fix}")
         if f.measured:
             out.append(f"  Measured: {_measured(f)}")
+        ran = runtime_text(f)
+        if ran:
+            out.append(f"  {ran[0].upper()}{ran[1:]}")
     if notes:
         out.append("")
         out.extend(f"- _note_: `{n.path}`: {n.message}" for n in notes)

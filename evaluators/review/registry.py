@@ -26,12 +26,20 @@ def all_rules() -> tuple[Rule, ...]:
     return tuple(sorted(found, key=lambda r: r.code))
 
 
+def measured_rules() -> tuple[Rule, ...]:
+    """The codes only a run produces (JM011-JM014, evaluators/review/measured.py): known to
+    --list-rules, --explain, --select/--ignore and SARIF, never run by the static pass."""
+    from jaxmem.evaluators.review.measured import RULES
+
+    return RULES
+
+
 def by_code() -> dict[str, Rule]:
-    return {r.code: r for r in all_rules()}
+    return {r.code: r for r in (*all_rules(), *measured_rules())}
 
 
 def _check_prefixes(prefixes: list[str], option: str) -> None:
-    codes = [r.code for r in all_rules()]
+    codes = [r.code for r in (*all_rules(), *measured_rules())]
     for p in prefixes:
         if p == "ALL":
             continue
@@ -58,6 +66,16 @@ def select(select: list[str] | None = None, ignore: list[str] | None = None) -> 
             continue
         out.append(rule)
     return out
+
+
+def select_measured(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
+    """The measured codes a selection keeps (the same prefixes as `select`; measured codes are on
+    by default, and `--ignore JM01` drops them)."""
+    sel = [s.strip().upper() for s in (select or []) if s.strip()]
+    ign = [s.strip().upper() for s in (ignore or []) if s.strip()]
+    return [r for r in measured_rules()
+            if (not sel or "ALL" in sel or any(r.code.startswith(p) for p in sel))
+            and not ("ALL" in ign or any(r.code.startswith(p) for p in ign))]
 
 
 @lru_cache(maxsize=1)

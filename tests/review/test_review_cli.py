@@ -111,8 +111,8 @@ def test_run_attaches_measurements(files: Path, monkeypatch):
     """--run hands the script to the verifier; its counts land on the findings they explain."""
     seen = {}
 
-    def fake_runner(path):
-        seen["path"] = path
+    def fake_runner(path, **opts):
+        seen["path"], seen["opts"] = path, opts
         return {"script": path, "ok": True, "backend": "cpu", "jax": "0.10.2", "host_syncs": 3,
                 "h2d_transfers": 0, "compile_count": 2, "peak_rss": 200 * 2**20,
                 "host_sync_lines": [{"line": 4, "source": "print(float(x.sum()))", "count": 3}]}
@@ -120,6 +120,7 @@ def test_run_attaches_measurements(files: Path, monkeypatch):
     monkeypatch.setattr(review_cli, "runner", lambda: fake_runner)
     res = run("--run", str(files / "toy.py"), "--show-possible")
     assert seen["path"] == str(files / "toy.py")
+    assert seen["opts"]["limits"].timeout_s == 300 and "python" in seen["opts"]   # JAXMEM_RUN_TIMEOUT's default
     assert "[measured: backend=cpu, host_syncs_at_line=3, host_syncs_total=3]" in res.output
     assert "ran on cpu, jax 0.10.2: h2d_transfers=0, host_syncs=3, compile_count=2, peak_rss=200 MiB" in res.output
 
