@@ -177,7 +177,12 @@ class Services:
             raise UsageError(USER_CODE_OFF, USER_CODE_HINT)
         if not source.strip():
             raise UsageError("there is no code to run.", "Paste a Python script (a ``` block in Slack).")
-        return self._run(Request("script", source=source, **self._limits()), on_progress, who)
+        from jaxmem.evaluators.verify.api import options
+
+        # Users' code runs under JAXMEM_RUN_TIMEOUT (a card's pair under JAXMEM_VERIFY_TIMEOUT), with
+        # each sync, transfer and compile put on its line (the same attribution as `review --run`).
+        return self._run(Request("script", source=source, limits=options(self.settings)["run_limits"]),
+                         on_progress, who)
 
     def queues(self) -> list[dict]:
         return self.verifier.queues()

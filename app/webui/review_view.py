@@ -81,14 +81,32 @@ def findings_table(findings: list[dict]) -> None:
     rows = [{"file": f["path"], "cell": f.get("cell"), "line": f["line"], "rule": f"{f['code']} {f['name']}",
              "severity": f["severity"], "confidence": f.get("confidence", "sure"), "message": f["message"],
              "card": f.get("url") or card_url(f["topic"]),
+             # What the run showed at this line: confirmed (per step), not seen, not run, measured.
+             "run": run_text(f.get("runtime")),
              "measured": ", ".join(f"{k}={v}" for k, v in (f.get("measured") or {}).items())} for f in findings]
-    optional = {"cell": any(r["cell"] is not None for r in rows), "measured": any(r["measured"] for r in rows)}
+    optional = {"cell": any(r["cell"] is not None for r in rows), "measured": any(r["measured"] for r in rows),
+                "run": any(r["run"] for r in rows)}
     # "possible": the reviewer could not prove one of the rule's premises from this code (a pasted
     # fragment rarely shows the whole loop); "sure": it did.
     st.dataframe(rows, hide_index=True, width="stretch", column_order=[
-        c for c in ("file", "cell", "line", "rule", "severity", "confidence", "message", "measured", "card")
+        c for c in ("file", "cell", "line", "rule", "severity", "confidence", "message", "run", "measured", "card")
         if optional.get(c, True)],
         column_config={"card": st.column_config.LinkColumn("card", display_text="open card")})
+
+
+_WORDS = {"host_syncs": "host syncs", "implicit_h2d_transfers": "host->device", "explicit_h2d_transfers": "device_put",
+          "d2h_transfers": "device->host", "compiles": "compiles"}
+
+
+def run_text(runtime: dict | None) -> str:
+    """A finding's runtime in a few words for the table."""
+    if not runtime:
+        return ""
+    status = runtime.get("status", "")
+    per = ", ".join(f"{v:g} {_WORDS.get(k, k)}/step" for k, v in (runtime.get("per_step") or {}).items() if v)
+    if not per:
+        per = ", ".join(f"{v:g} {_WORDS.get(k, k)}/run of line" for k, v in (runtime.get("per_run_of_line") or {}).items())
+    return f"{status}: {per}" if per and status in ("confirmed", "measured") else status
 
 
 def highlighted(lines: list[str], marks: dict[int, str]) -> None:
@@ -136,6 +154,20 @@ def show_run(name: str, result: dict) -> None:
     if syncs:
         st.markdown("Host sync points by line:\n" + "\n".join(
             f"- line {s['line'] or '?'}: {s['count']}x `{(s.get('source') or '').strip()}`" for s in syncs))
+    attribution = result.get("attribution") or {}
+    per_line = [{"line": f"{r['path']}:{r['line']}", "what": _WORDS.get(metric, metric), "total": stats["total"],
+                 "step 1": stats.get("first_step"), "per steady step": stats.get("per_step"),
+                 "steps": (stats.get("steady_steps") or 0) + 1 if stats.get("loop") else None,
+                 "loop": stats.get("loop") or ("outside loops" if stats.get("outside_loops") else "")}
+                for r in attribution.get("lines", []) for metric, stats in r["metrics"].items()]
+    if per_line:
+        st.markdown("Per line (the first, compiling step apart from the steady ones):")
+        st.dataframe(per_line, hide_index=True)
+    if attribution.get("unattributed"):
+        st.caption("Not attributed to a line (per run only): " + ", ".join(
+            f"{_WORDS.get(k, k)} {v}" for k, v in attribution["unattributed"].items()))
+    if result.get("backend") == "cpu":
+        st.caption("Device->host transfers: not measurable here (CPU); host syncs are counted instead.")
 
 
 def review(api, src: Source) -> list:
@@ -164,7 +196,9 @@ def review_all(sources: list[Source], run_it: bool) -> dict:
                 with st.spinner(f"Running {src.name} in the sandbox (waits for a free slot of this machine)..."):
                     run = shared.services().run_script(src.text)
                 result["runs"][src.name] = run.result
-                api.attach_run(found, src.name, run.result)  # the measured counts go onto the findings they explain
+                # The same attribution as `jaxmem review --run`: findings confirmed, not seen or not run,
+                # and the per-step costs no rule flagged as measured findings (JM011-JM014).
+                found = found + api.attach_run(found, src.name, run.result)
             result["objects"] += found  # the formatters take the reviewer's own objects
             result["findings"] += [f.to_dict() for f in found]
         except Exception as exc:

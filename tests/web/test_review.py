@@ -137,6 +137,10 @@ def test_run_counts_transfers_and_syncs_by_line(review, user_code_on):
     assert run["host_syncs"] >= 20 and any(s["line"] == 13 and s["count"] >= 20 for s in run["host_sync_lines"])
     sync = next(f for f in findings(review) if f["code"] == "JM101")
     assert sync["measured"]["host_syncs_at_line"] >= 20
+    # The same attribution as `jaxmem review --run`: confirmed at its line, one sync per steady step.
+    assert sync["runtime"]["status"] == "confirmed" and sync["runtime"]["per_step"]["host_syncs"] == 1.0
+    assert sync["runtime"]["first_step"]["host_syncs"] == 1 and sync["runtime"]["loop"] == "script.py:11"
     page = texts(review)
     assert "Run of <pasted>" in page and "line 13: 20x" in page
+    assert "Per line (the first, compiling step apart from the steady ones)" in page
     assert "device->host transfers" in str(review.dataframe[1].value["metric"].tolist())
