@@ -187,6 +187,29 @@ class Services:
     def queues(self) -> list[dict]:
         return self.verifier.queues()
 
+    def fix_and_measure(self, source: str, name: str = "<pasted>", *, unsafe: bool = True, interval: int = 100,
+                        measure: bool = True, notebook: bool = False, on_progress=None, who: str | None = None) -> dict:
+        """The reviewer's fixes of `source` (nothing is written anywhere) and, where running users'
+        code is switched on and a fix applied, the code run before and after them in the sandbox,
+        repeated as the verifier's noise rules need, with the table of what moved (`table`: rows,
+        header first; `run`: the whole record). Notebooks are fixed, not run."""
+        from jaxmem.evaluators.review import api
+
+        fixed = api.fix_code(source, name, unsafe=unsafe, interval=interval, notebook_file=notebook)
+        fixed["remaining"] = [f.to_dict() for f in fixed["remaining"]]
+        fixed["run"] = fixed["table"] = fixed["table_text"] = None
+        if not (measure and fixed["changed"]) or notebook:
+            return fixed
+        if not self.settings.user_code:
+            raise UsageError(USER_CODE_OFF, USER_CODE_HINT)
+        from jaxmem.evaluators.verify.api import options
+
+        run = api.measure_fix(lambda: self.run_script(source, on_progress=on_progress, who=who).result,
+                              lambda: self.run_script(fixed["after"], on_progress=on_progress, who=who).result,
+                              fixed["codes"], repeats=options(self.settings)["repeats"])
+        fixed["run"], fixed["table"], fixed["table_text"] = run.to_dict(), api.fix_table(run), api.fix_table(run, False)
+        return fixed
+
     def evidence(self, topic: str):
         """The newest stored Evidence of a card (any machine), or None."""
         from jaxmem.evaluators.verify.api import evidence_with_summaries

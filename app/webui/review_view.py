@@ -204,3 +204,59 @@ def review_all(sources: list[Source], run_it: bool) -> dict:
         except Exception as exc:
             result["failed"].append((src.name, exc))
     return result
+
+
+# ---- "Fix and measure" ---------------------------------------------------------------------------
+def fix_all(sources: list[Source], *, unsafe: bool, interval: int, measure: bool) -> dict:
+    """The reviewer's fixes of every readable source and, for .py sources where running code is on,
+    the run before and after them; failures are kept per file, as `review_all` keeps them."""
+    from jaxmem.app.webui import shared
+
+    out = {"fixes": [], "failed": []}
+    for src in (s for s in sources if not s.problems):
+        try:
+            runs = measure and src.cells is None
+            label = f"Fixing {src.name}" + (" and running it before and after in the sandbox (waits for a free "
+                                            "slot of this machine)..." if runs else "...")
+            with st.spinner(label):
+                out["fixes"].append(shared.services().fix_and_measure(
+                    src.text, src.name, unsafe=unsafe, interval=interval, measure=runs,
+                    notebook=src.cells is not None))
+        except Exception as exc:
+            out["failed"].append((src.name, exc))
+    return out
+
+
+def show_fix(fix: dict) -> None:
+    """One source's fixes: what each did, the unified diff, the fixed file to download, and the
+    measured table (metric, before, after, per step, verdict) when it ran."""
+    name = fix["path"]
+    if not fix["changed"]:
+        more = (f" {fix['unsafe_available']} unsafe fix(es) exist: tick \"Include unsafe fixes\" to see them."
+                if fix["unsafe_available"] else "")
+        st.info(f"{name}: no fix applies." + more)
+        return
+    lines = []
+    for a in fix["applied"]:
+        where = f"cell {a['cell']}, line {a['line']}" if a.get("cell") else f"line {a['line']}"
+        lines.append(f"- {where}: {a['code']} [{a['applicability']}] {a['title']}")
+    st.markdown(f"**Fixes for {name}**\n" + "\n".join(lines))
+    st.code(fix["diff"], language="diff")
+    st.download_button(f"Download fixed {name.strip('<>')}", fix["after"],
+                       file_name=("fixed.py" if name.startswith("<") else name), on_click="ignore",
+                       icon=":material/download:", key=f"fixed-{name}")
+    for note in fix.get("notes") or []:
+        st.caption(note)
+    run = fix.get("run")
+    if not run:
+        return
+    header, *rows = fix["table"]
+    runs = "one run per side (counts repeat exactly)" if run["repeats"] == 1 else f"{run['repeats']} runs per side"
+    steps = f", per step over {run['steps']} steps" if run.get("steps") else ""
+    st.markdown(f"**Fix measured** on {run.get('backend') or 'an unknown backend'}: {runs}{steps}. "
+                f"Verdict: **{run['verdict']}**")
+    st.dataframe([dict(zip(header, r)) for r in rows], hide_index=True, key=f"fix-table-{name}")
+    for side, why in (run.get("errors") or {}).items():
+        st.caption(f"{side}: {why}")
+    for note in run.get("notes") or []:
+        st.caption(note)

@@ -96,13 +96,25 @@ def _run(run_path, run_cmd, paths, timeout, python) -> dict:
 @click.option("--run-python", type=click.Path(dir_okay=False, exists=True), default=None,
               help="The interpreter to run with, e.g. a virtual environment with the code's packages "
                    "(default: JAXMEM_RUN_PYTHON, else the one running jaxmem).")
+@click.option("--fix", "fix", is_flag=True,
+              help="Rewrite the findings that have a safe fix, in place (files, and notebooks' code cells with their "
+                   "outputs kept); then report what is left. Exit 1 when findings are left.")
+@click.option("--unsafe-fixes", is_flag=True,
+              help="With --fix or --diff, also apply the fixes that may change what the code prints or computes "
+                   "(a read moved to a logging interval, a loop variable made an argument); marks them [*] too.")
+@click.option("--diff", "show_diff", is_flag=True,
+              help="Print what --fix would change as a unified diff and write nothing; exit 1 when there is "
+                   "something to fix. With --run/--run-cmd, the table compares the code before and after.")
+@click.option("--fix-interval", type=click.IntRange(1, 1_000_000_000), default=100, show_default=True,
+              help="Steps between two reads of the loss when a fix moves a per-step read to a logging interval "
+                   "(JM101-JM103).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=None, help="Worker processes for large batches.")
 @click.option("--list-rules", is_flag=True, help="Print the rule table (Markdown) and exit.")
 @click.option("--explain", metavar="CODE", help="Print one rule's documentation and exit.")
 @friendly
 def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, include_tests, show_fixes, show_possible,
-            baseline_path, write_baseline, output, run_path, run_cmd, run_timeout, run_python, jobs, list_rules,
-            explain):
+            baseline_path, write_baseline, output, run_path, run_cmd, run_timeout, run_python, fix, unsafe_fixes,
+            show_diff, fix_interval, jobs, list_rules, explain):
     """Review Python files, directories and notebooks for JAX memory and transfer anti-patterns.
 
     Each finding links to the advice card that explains it. Use `-` (or no path with piped
@@ -117,6 +129,8 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
       jaxmem review --select JM1 --ignore JM104 train.py
       jaxmem review --run train.py          # review it and attach measured counts
       jaxmem review src/ --run-cmd "python -m src.train --steps 5"
+      jaxmem review train.py --diff         # what --fix would change
+      jaxmem review train.py --fix --run train.py   # fix it, measured before and after
       jaxmem review src/ --write-baseline .jaxmem-baseline.json   # accept what is there now
       jaxmem review src/ --baseline .jaxmem-baseline.json         # then see only new findings
     """
@@ -169,6 +183,11 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
         run_line = run_result = None
         if run_path and run_cmd:
             raise click.UsageError("give --run FILE or --run-cmd COMMAND, not both")
+        if fix or show_diff:
+            _fix(result, notes, fmt=fmt, output=output, rules=registry.select(sel, ign), sel=sel, ign=ign,
+                 show_possible=show_possible or cfg.show_possible, baseline_path=baseline_path, write_files=fix,
+                 unsafe=unsafe_fixes, interval=fix_interval, paths=paths, run=(run_path, run_cmd, run_timeout,
+                                                                             run_python), failed=bool(missing))
         if run_path or run_cmd:
             from jaxmem.evaluators.review import dynamic
 
@@ -181,7 +200,8 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
             result.findings = sorted([*result.findings, *seen, *added], key=api.Finding.sort_key)
             run_line = dynamic.run_summary(run_result)
             run_result = {k: v for k, v in run_result.items() if k not in ("stdout", "stderr")}
-        report = _render(fmt, result, notes, sel, ign, show_fixes, run_result)
+        _annotate_fixes(result.findings, fix_interval)
+        report = _render(fmt, result, notes, sel, ign, show_fixes, run_result, unsafe_fixes)
         if run_line and fmt in ("text", "markdown"):
             report += run_line + "\n"
         if output:
@@ -193,7 +213,8 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
         raise click.UsageError(str(exc)) from None
 
 
-def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: bool, run: dict | None) -> str:
+def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: bool, run: dict | None,
+            unsafe_fixes: bool = False) -> str:
     if fmt == "json":
         return api.format_json(result.findings, notes, files=result.files, run=run, hidden=result.hidden)
     if fmt == "sarif":
@@ -201,7 +222,121 @@ def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: boo
                                 card_url=api.card_url_factory(), card_help=api.card_help_factory())
     if fmt == "markdown":
         return api.format_markdown(result.findings, notes, files=result.files, hidden=result.hidden)
-    return api.format_text(result.findings, notes, verbose=show_fixes, files=result.files, hidden=result.hidden)
+    return api.format_text(result.findings, notes, verbose=show_fixes, files=result.files, hidden=result.hidden,
+                           unsafe_fixes=unsafe_fixes)
+
+
+# ---- --fix / --diff -----------------------------------------------------------------------------
+def _annotate_fixes(findings, interval: int) -> None:
+    """Mark the findings a fix exists for ([*] in text); a fix that fails to compute is just no fix."""
+    from jaxmem.evaluators.review.fixes import session
+    from jaxmem.evaluators.review.fixes.base import Options
+
+    try:
+        session.annotate_findings(findings, options=Options(interval))
+    except Exception:  # the review stands without the marks
+        if os.environ.get("JAXMEM_DEBUG"):
+            raise
+
+
+def _fix(result: api.ReviewResult, notes, *, fmt, output, rules, sel, ign, show_possible, baseline_path,
+         write_files: bool, unsafe: bool, interval: int, paths, run, failed: bool) -> None:
+    """Fix (or show the diff of) every file with a fixable finding; with a run, measure the code
+    before and after the whole fix. Prints the report and exits: --diff 1 when there is something to
+    fix, --fix 1 when findings are left, 2 on errors."""
+    import json
+
+    from jaxmem.evaluators.review.fixes import measure, session
+    from jaxmem.evaluators.review.fixes.base import Options
+
+    if "-" in paths:
+        raise click.UsageError("--fix and --diff work on files: save standard input to a file first")
+    keep = None
+    if baseline_path:
+        accepted = baseline.load(Path(baseline_path))
+        keep = lambda found: baseline.apply(found, accepted)[0]  # noqa: E731
+    outcomes = session.plan(result.findings, rules, unsafe=unsafe, options=Options(interval),
+                            show_possible=show_possible, keep=keep)
+    table = None
+    run_path, run_cmd = run[0], run[1]
+    if run_path or run_cmd:
+        try:
+            table = _measure_fix(outcomes, paths, *run)
+        except session.FixError as exc:
+            raise click.UsageError(str(exc)) from None
+    if write_files:
+        session.write(outcomes)
+    fixed = {o.path for o in outcomes}
+    left = sorted([*(f for f in result.findings if f.path not in fixed), *(f for o in outcomes for f in o.remaining)],
+                  key=api.Finding.sort_key)
+    changed = any(o.changed for o in outcomes)
+    diff = session.diff_text(outcomes)
+    lines = session.fix_lines(outcomes)
+    summary = session.summary(outcomes, written=write_files, unsafe=unsafe)
+    if fmt == "json":
+        doc = json.loads(api.format_json(left, notes, files=result.files, hidden=result.hidden))
+        doc["fixes"] = {"written": write_files, "unsafe_fixes": unsafe, "interval": interval,
+                        "applied": [a.to_dict() for o in outcomes for a in o.applied],
+                        "files_changed": [o.path for o in outcomes if o.changed],
+                        "unsafe_available": sum(o.skipped_unsafe for o in outcomes), "diff": diff,
+                        "notes": [n for o in outcomes for n in o.notes], "summary": summary}
+        if table is not None:
+            doc["fix_run"] = table.to_dict()
+        report = json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+    elif fmt == "sarif":
+        report = api.format_sarif(left, notes, rules=registry.select(sel, ign), card_url=api.card_url_factory(),
+                                  card_help=api.card_help_factory())
+    else:
+        parts = []
+        if not write_files and diff:
+            parts.append(diff)
+        if write_files:
+            parts.append(api.format_markdown(left, notes, files=result.files, hidden=result.hidden) if fmt == "markdown"
+                         else api.format_text(left, notes, files=result.files, hidden=result.hidden))
+        parts.append("".join(f"{line}\n" for line in lines) + summary + "\n")
+        if table is not None:
+            parts.append(measure.format_table(table, markdown=fmt == "markdown"))
+        report = "\n".join(p.rstrip("\n") + "\n" for p in parts if p)
+    if output:
+        Path(output).write_text(report, encoding="utf-8")
+    else:
+        click.echo(report, nl=False)
+    if failed or result.errors:
+        sys.exit(2)
+    sys.exit(int(changed) if not write_files else int(bool(left)))
+
+
+def _measure_fix(outcomes, paths, run_path, run_cmd, timeout, python):
+    """Run the code as it is and with every fix in it (a copy of the run's folder), in the sandbox,
+    interleaved and repeated as the verifier's noise rules need."""
+    import tempfile
+
+    from jaxmem.core.settings import Settings
+    from jaxmem.evaluators.review.fixes import measure, session
+
+    codes = sorted({a.finding.code for o in outcomes for a in o.applied})
+    if not any(o.changed for o in outcomes):
+        return None
+    if run_path:
+        root = Path(run_path).resolve().parent
+    else:
+        disk = [Path(p).resolve() for p in paths if p != "-"]
+        root = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in disk]))
+    with tempfile.TemporaryDirectory(prefix="jaxmem-fix-") as tmp:
+        copy, outside = session.fixed_copy(root, outcomes, Path(tmp))
+        for p in outside:
+            click.echo(f"note: {p} is outside the run's folder {root}: the after-run does not include its fixes",
+                       err=True)
+
+        def before():
+            return _run(run_path, run_cmd, paths, timeout, python)
+
+        def after():
+            if run_path:
+                return _run(str(copy / Path(run_path).resolve().relative_to(root)), None, [str(copy)], timeout, python)
+            return _run(None, run_cmd, [str(copy)], timeout, python)
+
+        return measure.measure(before, after, codes, repeats=Settings().verify_repeats)
 
 
 if __name__ == "__main__":  # `python -m evaluators.review.cli`, without the jaxmem entry point

@@ -25,7 +25,9 @@ def _plural(n: int, word: str) -> str:
 
 # 2: findings carry `confidence` and `runtime` (after a run: status confirmed / not-seen / not-run /
 # not-measurable, or measured for JM011-JM014, with per_step and first_step counts); the summary
-# counts hidden possible ones, and after a run the findings by runtime status.
+# counts hidden possible ones, and after a run the findings by runtime status. Findings carry
+# `fix_applicability` (safe / unsafe / null: what `--fix` can do), the summary `fixable`; with --fix or
+# --diff the document adds `fixes` (what was applied, the diff) and, with a run, `fix_run` (the table).
 JSON_VERSION = 2
 
 
@@ -79,14 +81,41 @@ def runtime_text(f: Finding) -> str:
     return lead + (f", {'; '.join(counts)}{where}" if counts else "")
 
 
+def fixable(f: Finding, unsafe_fixes: bool = False) -> bool:
+    """`jaxmem review --fix` (with --unsafe-fixes for the unsafe ones) would rewrite this finding."""
+    return f.fix_applicability == "safe" or (unsafe_fixes and f.fix_applicability == "unsafe")
+
+
+def fix_hint(findings: Sequence[Finding], unsafe_fixes: bool = False) -> str:
+    """ruff's footer: how many findings `--fix` would fix, and how many more `--unsafe-fixes` would."""
+    safe = sum(f.fix_applicability == "safe" for f in findings)
+    unsafe = sum(f.fix_applicability == "unsafe" for f in findings)
+    if unsafe_fixes:
+        safe, unsafe = safe + unsafe, 0
+        flag = "`--fix --unsafe-fixes`"
+    else:
+        flag = "`--fix`"
+    if not safe and not unsafe:
+        return ""
+    if not safe:
+        return (f"{unsafe} fixable with `--fix --unsafe-fixes` (unsafe fixes may change what the code prints or "
+                "computes: `--diff --unsafe-fixes` shows them first).")
+    line = f"[*] {safe} fixable with {flag}"
+    if unsafe:
+        line += f" ({unsafe} more with `--unsafe-fixes`; `--diff` shows them first)"
+    return line + "."
+
+
 def format_text(findings: Sequence[Finding], notes: Sequence[Note] = (), *, verbose: bool = False,
-                files: int | None = None, summary: bool = True, hidden: int = 0) -> str:
-    """`path:line:col: CODE message`; verbose adds the source line, the fix and the card link."""
+                files: int | None = None, summary: bool = True, hidden: int = 0, unsafe_fixes: bool = False) -> str:
+    """`path:line:col: CODE message`; verbose adds the source line, the fix and the card link; `[*]`
+    marks a finding `--fix` can rewrite (as ruff does)."""
     out = []
     for f in findings:
         measured = f" [measured: {_measured(f)}]" if f.measured else ""
         ran = runtime_text(f)
-        out.append(f"{f.location}: {f.code} {_tag(f)}{f.message}{measured}" + (f" [{ran}]" if ran else ""))
+        star = "[*] " if fixable(f, unsafe_fixes) else ""
+        out.append(f"{f.location}: {f.code} {star}{_tag(f)}{f.message}{measured}" + (f" [{ran}]" if ran else ""))
         if verbose:
             if f.source_line:
                 out.append(f"    | {f.source_line}")
@@ -96,6 +125,9 @@ def format_text(findings: Sequence[Finding], notes: Sequence[Note] = (), *, verb
     out.extend(f"note: {n.path}: {n.message}" for n in notes)
     if summary:
         out.append(summary_line(findings, files, hidden))
+        hint = fix_hint(findings, unsafe_fixes)
+        if hint:
+            out.append(hint)
     return "\n".join(out) + "\n"
 
 
@@ -113,6 +145,9 @@ def format_json(findings: Sequence[Finding], notes: Sequence[Note] = (), *, file
                     "by_confidence": dict(Counter(f.confidence for f in findings)),
                     "possible_not_shown": hidden,
                     "by_code": dict(sorted(Counter(f.code for f in findings).items())),
+                    # Findings `--fix` (safe) or `--fix --unsafe-fixes` can rewrite; where they were looked up.
+                    **({"fixable": dict(Counter(f.fix_applicability for f in findings if f.fix_applicability))}
+                       if any(f.fix_applicability for f in findings) else {}),
                     **({"by_runtime": dict(Counter(f.runtime["status"] for f in findings if f.runtime))}
                        if any(f.runtime for f in findings) else {})},
         "findings": [f.to_dict() for f in findings],
@@ -212,7 +247,8 @@ def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rul
             "properties": {"topic": f.topic, "confidence": f.confidence,
                            **({"cell": f.cell, "cellLine": f.line} if f.cell is not None else {}),
                            **({"measured": f.measured} if f.measured else {}),
-                           **({"runtime": f.runtime} if f.runtime else {})},
+                           **({"runtime": f.runtime} if f.runtime else {}),
+                           **({"fixApplicability": f.fix_applicability} if f.fix_applicability else {})},
         }
         if f.code in index:
             result["ruleIndex"] = index[f.code]
@@ -247,7 +283,8 @@ def format_markdown(findings: Sequence[Finding], notes: Sequence[Note] = (), *, 
         out.append(f"- `{f.location}` **{f.code}** {'_(possible)_ ' if f.confidence != 'sure' else ''}{f.message}{link}")
         if f.source_line:
             out.append(f"  `{f.source_line.replace('`', chr(39))}`")
-        out.append(f"  Fix: {f.fix}")
+        out.append(f"  Fix: {f.fix}" + (f" (`jaxmem review --fix` rewrites it{'' if f.fix_applicability == 'safe' else ' with --unsafe-fixes'})"
+                                         if f.fix_applicability else ""))
         if f.measured:
             out.append(f"  Measured: {_measured(f)}")
         ran = runtime_text(f)

@@ -46,7 +46,11 @@ def test_exit_status_follows_findings(files: Path):
     res = run(str(files / "bad.py"))
     assert res.exit_code == 1
     assert res.output.startswith(f"{files / 'bad.py'}:13:15: JM101 ")
-    assert res.output.rstrip().endswith("Found 1 finding (1 warning) in 1 file.")
+    lines = res.output.rstrip().splitlines()
+    # ruff's order: the summary line, then what `--fix` can do about the findings (here an unsafe fix).
+    assert lines[-2:] == ["Found 1 finding (1 warning) in 1 file.",
+                          "1 fixable with `--fix --unsafe-fixes` (unsafe fixes may change what the code prints or "
+                          "computes: `--diff --unsafe-fixes` shows them first)."]
 
 
 def test_stdin_is_pasted_code():

@@ -1,5 +1,7 @@
 """Review: paste code or upload .py / .ipynb files; findings by line, linked to the cards; optionally
-run the code in the verifier's sandbox to count transfers; JSON and SARIF to download."""
+run the code in the verifier's sandbox to count transfers; JSON and SARIF to download; "Fix and
+measure": the reviewer's fixes as a diff and, where running code is on, the code measured before and
+after them."""
 import streamlit as st
 
 from jaxmem.app.webui import review_view as view
@@ -18,10 +20,23 @@ else:
     st.caption("Running your code is switched off on this server (JAXMEM_USER_CODE=false); the review below "
                "is static and always available.")
 
-if st.button("Review", type="primary", icon=":material/search:"):
+with st.expander("Fix options"):
+    unsafe = st.checkbox("Include unsafe fixes (they may change what the code prints or computes: read the diff)",
+                         value=True, key="fix_unsafe")
+    interval = st.number_input("Log the loss every N steps (fixes of per-step reads)", min_value=1,
+                               max_value=1_000_000_000, value=100, step=1, key="fix_interval")
+review_col, fix_col = st.columns([1, 1])
+reviewing = review_col.button("Review", type="primary", icon=":material/search:")
+fixing = fix_col.button("Fix and measure", icon=":material/build:",
+                        help="The reviewer's fixes as a diff (nothing is written) and, where running code is on, "
+                             "the code run before and after them in the sandbox, measured.")
+if reviewing or fixing:
     sources = ([view.from_paste(pasted)] if pasted.strip() else []) + \
               [view.from_upload(u.name, u.getvalue()) for u in uploads or []]
-    result = view.review_all(sources, run_it)
+    result = view.review_all(sources, run_it and reviewing)
+    if fixing:
+        result["fix"] = view.fix_all(sources, unsafe=unsafe, interval=int(interval),
+                                     measure=shared.services().user_code)
     st.session_state["review"] = result
     if not sources:
         st.warning("Nothing to review: paste code or upload .py / .ipynb files first.")
@@ -55,3 +70,13 @@ if result:
         view.show_run(name, run)
     if run_it and any(s.cells is not None for s in reviewed):
         st.caption("Notebooks are reviewed but not run; export one as .py to run it.")
+    fix = result.get("fix")
+    if fix:
+        st.subheader("Fixes")
+        for name, exc in fix["failed"]:
+            shared.show_error(exc, f"fix {name}")
+        for one in fix["fixes"]:
+            view.show_fix(one)
+        if not shared.services().user_code:
+            st.caption("Measuring the fix means running your code, which is switched off on this server "
+                       "(JAXMEM_USER_CODE=false): the diff above is static.")

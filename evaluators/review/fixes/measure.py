@@ -50,8 +50,14 @@ EXPECTED: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "JM401": (("peak_rss", "decrease", ("cpu",)), ("device_peak_bytes", "decrease", ("gpu", "tpu"))),
     # XLA_PYTHON_CLIENT_* act on GPU memory only; on CPU the move changes nothing measurable.
     "JM601": (("device_peak_bytes", "decrease", ("gpu",)),),
-    # The timer now waits for the work: one more host sync where the region ends.
-    "JM701": (("host_syncs", "increase", ("cpu", "gpu", "tpu")),),
+    # The timer now waits for the work (a wait, not a read of a value: no host sync is added).
+    "JM701": (),
+}
+# What a fix with no metric of its own changes, said in the table instead of a verdict.
+UNMEASURED = {
+    "JM701": "JM701 changes what the timer measures (the time the code prints now includes the work, or no "
+             "longer the compilation), which no metric of the verifier holds: compare the printed times",
+    "JM601": "JM601's variables act when a backend starts; the XLA_PYTHON_CLIENT_* ones only on GPU",
 }
 
 
@@ -87,6 +93,7 @@ class FixRun:
     errors: dict[str, str] = field(default_factory=dict)   # side -> why it did not run
     output_same: bool | None = None                         # stdout identical (None: not compared)
     codes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -106,7 +113,7 @@ class FixRun:
     def to_dict(self) -> dict:
         return {"backend": self.backend, "repeats": self.repeats, "steps": self.steps, "step_loop": self.step_loop,
                 "runs_before": self.runs_before, "runs_after": self.runs_after, "errors": self.errors,
-                "output_same": self.output_same, "verdict": self.verdict, "fixes": self.codes,
+                "output_same": self.output_same, "verdict": self.verdict, "fixes": self.codes, "notes": self.notes,
                 "rows": [r.to_dict() for r in self.rows]}
 
 
@@ -152,6 +159,8 @@ def judge(before: list[dict], after: list[dict], codes: Iterable[str]) -> FixRun
     both = [r for r in before + after if r]
     backend = next((r.get("backend") for r in both if r.get("backend")), None)
     run = FixRun(backend=backend, rows=[], repeats=max(len(before), len(after)), codes=codes)
+    run.notes = [UNMEASURED[c] for c in codes if c in UNMEASURED and not any(
+        backend in b for _m, _e, b in EXPECTED.get(c, ()))]
     run.runs_before = all(_ok(r) for r in before)
     run.runs_after = all(_ok(r) for r in after)
     if not run.runs_before:
@@ -278,7 +287,7 @@ def format_table(run: FixRun, markdown: bool = False) -> str:
     steps = f", per step over {run.steps} steps of the loop at {run.step_loop}" if run.steps else ""
     reps = f", {run.repeats} runs per side" if run.repeats > 1 else ", one run per side (counts repeat exactly)"
     head = f"Fix measured {where}{reps}{steps}: {run.verdict}"
-    notes = [f"{side}: {why}" for side, why in run.errors.items()]
+    notes = [f"{side}: {why}" for side, why in run.errors.items()] + run.notes
     if markdown:
         out = [f"**{head}**", "", "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]

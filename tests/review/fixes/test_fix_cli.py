@@ -1,0 +1,182 @@
+"""`jaxmem review --fix / --diff / --unsafe-fixes / --fix-interval`: exit statuses, what is
+written, the [*] marks, JSON, bad input, and `--fix --run` with the run faked and real."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from jaxmem.evaluators.review import cli as review_cli
+from jaxmem.evaluators.review.cli import command
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "cases"
+TIMING = (CASES / "JM701" / "waits.py").read_text()              # safe fixes only
+SWEEP = (CASES / "JM301" / "unsafe_loop_variable.py").read_text()  # an unsafe fix only
+CLEAN = "import jax.numpy as jnp\nx = jnp.ones(3)\n"
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(command, list(args), input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "timing.py").write_text(TIMING)
+    (tmp_path / "sweep.py").write_text(SWEEP)
+    (tmp_path / "clean.py").write_text(CLEAN)
+    return tmp_path
+
+
+def test_review_marks_fixable_findings(tree: Path):
+    res = run(str(tree))
+    assert res.exit_code == 1
+    assert "JM701 [*] this timing stops" in res.output
+    assert "JM301 [*]" not in res.output                       # unsafe: not marked without --unsafe-fixes
+    assert "[*] 3 fixable with `--fix` (1 more with `--unsafe-fixes`" in res.output
+    res = run(str(tree), "--unsafe-fixes")
+    assert "JM301 [*]" in res.output and "[*] 4 fixable with `--fix --unsafe-fixes`" in res.output
+    doc = json.loads(run(str(tree), "--format", "json").output)
+    assert doc["version"] == 2 and doc["summary"]["fixable"] == {"safe": 3, "unsafe": 1}
+    assert {f["fix_applicability"] for f in doc["findings"]} == {"safe", "unsafe"}
+    sarif = json.loads(run(str(tree), "--format", "sarif").output)
+    assert {r["properties"].get("fixApplicability") for r in sarif["runs"][0]["results"]} == {"safe", "unsafe"}
+
+
+def test_diff_writes_nothing_and_exits_1(tree: Path):
+    before = {p.name: p.read_text() for p in tree.iterdir()}
+    res = run(str(tree), "--diff")
+    assert res.exit_code == 1
+    assert "+    jax.block_until_ready((y, z))" in res.output and "--- a/" in res.output
+    assert "Would fix 3 findings (3 safe) in 1 file" in res.output
+    assert "1 more fix available with --unsafe-fixes" in res.output
+    assert "step(w, x, lr)" not in res.output                  # the unsafe one is not in the diff
+    assert {p.name: p.read_text() for p in tree.iterdir()} == before
+    res = run(str(tree), "--diff", "--unsafe-fixes")
+    assert res.exit_code == 1 and "step(w, x, lr)" in res.output
+    assert run(str(tree / "clean.py"), "--diff").exit_code == 0
+
+
+def test_fix_writes_safe_fixes_and_exits_by_what_is_left(tree: Path):
+    res = run(str(tree), "--fix")
+    assert res.exit_code == 1                                  # the unsafe JM301 is left
+    assert "Fixed 3 findings (3 safe) in 1 file" in res.output
+    assert "jax.block_until_ready((y, z))" in (tree / "timing.py").read_text()
+    assert (tree / "sweep.py").read_text() == SWEEP
+    assert "sweep.py:13:16: JM301" in res.output               # what is left is reported
+    res = run(str(tree), "--fix", "--unsafe-fixes")
+    assert res.exit_code == 0 and "Fixed 1 finding (1 unsafe)" in res.output
+    assert "step(w, x, lr)" in (tree / "sweep.py").read_text()
+    # Idempotent: nothing left to fix, nothing written.
+    fixed = {p.name: p.read_text() for p in tree.iterdir()}
+    res = run(str(tree), "--fix", "--unsafe-fixes")
+    assert res.exit_code == 0 and "Fixed 0 findings" in res.output
+    assert {p.name: p.read_text() for p in tree.iterdir()} == fixed
+
+
+def test_fix_json(tree: Path):
+    doc = json.loads(run(str(tree / "timing.py"), "--diff", "--format", "json").output)
+    fixes = doc["fixes"]
+    assert fixes["written"] is False and fixes["files_changed"] == [str(tree / "timing.py")]
+    assert [a["applicability"] for a in fixes["applied"]] == ["safe", "safe", "safe"]
+    assert fixes["diff"].startswith("--- a/") and doc["findings"] == []
+
+
+def test_fix_interval_option(tmp_path: Path):
+    src = (CASES / "JM102" / "logged_every_step.py").read_text()
+    (tmp_path / "log.py").write_text(src)
+    res = run(str(tmp_path / "log.py"), "--diff", "--unsafe-fixes", "--fix-interval", "500")
+    assert "if i % 500 == 0:" in res.output
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "ten"])
+def test_bad_interval_is_a_clear_usage_error(tmp_path: Path, bad: str):
+    (tmp_path / "x.py").write_text(CLEAN)
+    res = run(str(tmp_path / "x.py"), "--fix", "--fix-interval", bad)
+    assert res.exit_code == 2
+    assert "--fix-interval" in res.output and bad in res.output and "Traceback" not in res.output
+
+
+def test_fix_on_standard_input_is_refused_clearly():
+    res = run("-", "--fix", input=TIMING)
+    assert res.exit_code == 2 and "--fix and --diff work on files" in res.output and "Traceback" not in res.output
+
+
+def test_fix_notebook_from_the_command_line(tmp_path: Path):
+    from tests.review.fixes.test_fixes import _notebook
+
+    nb = tmp_path / "t.ipynb"
+    nb.write_text(_notebook(True))
+    res = run(str(nb), "--fix")
+    assert res.exit_code == 0 and "t.ipynb:cell 3:7: JM701 [safe]" in res.output
+    assert "jax.block_until_ready(y)" in json.loads(nb.read_text())["cells"][2]["source"][6]
+
+
+# ---- --fix --run --------------------------------------------------------------------------------
+def _result(syncs: int, ok: bool = True, stdout: str = "1.0\n") -> dict:
+    return {"ok": ok, "error": None if ok else "AttributeError: x", "tampered": [], "backend": "cpu",
+            "jax": "0.10.2", "h2d_transfers": 4, "implicit_h2d_transfers": 0, "d2h_transfers": None,
+            "host_syncs": syncs, "compile_count": 2, "peak_rss": 300 << 20, "wall_time": 1.0, "stdout": stdout,
+            "attribution": {"loops": [{"path": "log.py", "line": 17, "iterations": 200, "most_in_one_run": 200}]}}
+
+
+def test_fix_run_measures_before_and_after(tmp_path: Path, monkeypatch):
+    """The original runs in place, the fixed copy in a folder of its own; one run per side when
+    only counts decide; the table judges the metric the fix should move."""
+    src = (CASES / "JM101" / "running_total_and_list.py").read_text()
+    (tmp_path / "log.py").write_text(src)
+    (tmp_path / "helper.py").write_text("X = 1\n")
+    calls = []
+
+    def fake_runner(path, **opts):
+        calls.append(path)
+        fixed = "float(loss)" not in Path(path).read_text()
+        assert (Path(path).parent / "helper.py").is_file()    # the run's folder comes along
+        return _result(2 if fixed else 200)
+
+    monkeypatch.setattr(review_cli, "runner", lambda: fake_runner)
+    res = run(str(tmp_path / "log.py"), "--diff", "--unsafe-fixes", "--select", "JM1", "--run", str(tmp_path / "log.py"))
+    assert calls[0] == str(tmp_path / "log.py") and calls[1] != calls[0] and len(calls) == 2
+    assert "Fix measured on cpu, one run per side" in res.output
+    row = next(line for line in res.output.splitlines() if line.strip().startswith("host sync points"))
+    assert "200" in row and "2" in row and "1 -> 0.01" in row and "confirmed (expected to decrease)" in row
+    assert "float(loss)" in (tmp_path / "log.py").read_text()  # --diff: nothing written
+
+
+def test_fix_run_repeats_for_peak_rss(tmp_path: Path, monkeypatch):
+    src = (CASES / "JM401" / "safe_made_for_the_loop.py").read_text()
+    (tmp_path / "don.py").write_text(src)
+    seen = []
+
+    def fake_runner(path, **opts):
+        fixed = "donate_argnums" in Path(path).read_text()
+        seen.append(fixed)
+        r = _result(1)
+        r["peak_rss"] = (250 if fixed else 420) << 20
+        return r
+
+    monkeypatch.setattr(review_cli, "runner", lambda: fake_runner)
+    monkeypatch.setenv("JAXMEM_VERIFY_REPEATS", "3")
+    res = run(str(tmp_path / "don.py"), "--fix", "--run", str(tmp_path / "don.py"), "--format", "json")
+    doc = json.loads(res.output)
+    assert seen == [False, True] * 3                            # interleaved, three per side
+    table = doc["fix_run"]
+    rss = next(r for r in table["rows"] if r["metric"] == "peak_rss")
+    assert rss["verdict"] == "confirmed" and table["verdict"] == "confirmed" and table["repeats"] == 3
+    assert "donate_argnums=0" in (tmp_path / "don.py").read_text()
+
+
+@pytest.mark.slow
+def test_fix_run_with_the_real_verifier(tmp_path: Path):
+    """The corpus's implicit-host-sync snippet, fixed and run in the sandbox: 200 syncs -> 1."""
+    root = HERE.parents[2]
+    src = (root / "corpus" / "snippets" / "implicit-host-sync" / "before.py").read_text()
+    (tmp_path / "sync.py").write_text(src)
+    res = CliRunner().invoke(command, [str(tmp_path / "sync.py"), "--diff", "--unsafe-fixes", "--run",
+                                       str(tmp_path / "sync.py"), "--format", "json"])
+    doc = json.loads(res.output)
+    rows = {r["metric"]: r for r in doc["fix_run"]["rows"]}
+    assert rows["host_syncs"]["before"] == 200 and rows["host_syncs"]["after"] == 1, rows["host_syncs"]
+    assert rows["host_syncs"]["verdict"] == "confirmed" and doc["fix_run"]["output_same"] is True
