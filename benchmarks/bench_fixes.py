@@ -125,7 +125,9 @@ def line(t: dict, s: dict, m: dict | None) -> list[str]:
     if not run:
         return [*cells, "-", "-", "-", "not measured"]
     runs = f"{'yes' if run['runs_before'] else 'no'} -> {'yes' if run['runs_after'] else 'no'}"
-    same = "-" if run.get("output_same") is None else ("same" if run["output_same"] else "differs")
+    same = "-" if run.get("output_same") is None else "same" if run["output_same"] else (
+        f"subset ({run['output_lines'][1]} of {run['output_lines'][0]} lines)" if run.get("output_subset")
+        else "differs")
     if t["deterministic"] is not None:
         same += " (deterministic)" if t["deterministic"] else " (not deterministic)"
     judged = [r for r in run["rows"] if r.get("expect") and r["verdict"] not in ("not measurable here",)]

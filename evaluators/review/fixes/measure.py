@@ -92,6 +92,10 @@ class FixRun:
     runs_after: bool = True
     errors: dict[str, str] = field(default_factory=dict)   # side -> why it did not run
     output_same: bool | None = None                         # stdout identical (None: not compared)
+    # Where it is not: whether the fixed run printed a subsequence of the original's lines (what a
+    # logging interval does), and how many lines each printed.
+    output_subset: bool | None = None
+    output_lines: tuple[int, int] | None = None
     codes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -113,7 +117,8 @@ class FixRun:
     def to_dict(self) -> dict:
         return {"backend": self.backend, "repeats": self.repeats, "steps": self.steps, "step_loop": self.step_loop,
                 "runs_before": self.runs_before, "runs_after": self.runs_after, "errors": self.errors,
-                "output_same": self.output_same, "verdict": self.verdict, "fixes": self.codes, "notes": self.notes,
+                "output_same": self.output_same, "output_subset": self.output_subset,
+                "output_lines": self.output_lines, "verdict": self.verdict, "fixes": self.codes, "notes": self.notes,
                 "rows": [r.to_dict() for r in self.rows]}
 
 
@@ -169,9 +174,13 @@ def judge(before: list[dict], after: list[dict], codes: Iterable[str]) -> FixRun
         run.errors["after"] = _why(next(r for r in after if not _ok(r)))
     run.steps, run.step_loop = step_loop(before[0]) if before and _ok(before[0]) else (None, None)
     after_steps = step_loop(after[0])[0] if after and _ok(after[0]) else None
-    if run.runs_before and run.runs_after:
-        run.output_same = all((b.get("stdout") or "") == (a.get("stdout") or "") for b, a in zip(before, after)) \
-            if all("stdout" in r for r in before + after) else None
+    if run.runs_before and run.runs_after and all("stdout" in r for r in before + after):
+        run.output_same = all((b.get("stdout") or "") == (a.get("stdout") or "") for b, a in zip(before, after))
+        if not run.output_same:
+            b_lines, a_lines = (before[0].get("stdout") or "").splitlines(), (after[0].get("stdout") or "").splitlines()
+            run.output_lines = (len(b_lines), len(a_lines))
+            rest = iter(b_lines)
+            run.output_subset = all(any(line == other for other in rest) for line in a_lines)
     wanted = expected(codes)
     for metric in ORDER:
         label, _unit, noise, measurable = METRICS[metric]
@@ -277,8 +286,19 @@ def table_rows(run: FixRun) -> list[list[str]]:
         rows.append([r.label, _fmt(r.metric, r.before), _fmt(r.metric, r.after), _per_step(r.metric, r),
                      verdict or "information"])
     if run.output_same is not None:
-        rows.append(["output (stdout)", "", "same" if run.output_same else "differs", "-", "information"])
+        rows.append(["output (stdout)", "", output_text(run), "-", "information"])
     return rows
+
+
+def output_text(run: FixRun) -> str:
+    if run.output_same is None:
+        return "-"
+    if run.output_same:
+        return "same"
+    n_before, n_after = run.output_lines or (0, 0)
+    if run.output_subset:
+        return f"differs: {n_after} of its {n_before} lines, in order (the rest not printed)"
+    return f"differs ({n_before} -> {n_after} lines)"
 
 
 def format_table(run: FixRun, markdown: bool = False) -> str:

@@ -87,3 +87,12 @@ def test_measure_interleaves_and_stops_on_errors():
     order.clear()
     measure.measure(side("b"), side("a", ok=False, error="boom"), ["JM401"], repeats=3)
     assert order == ["b", "a"]
+
+
+def test_output_compared_line_by_line():
+    before = result(stdout="step 0: 1.0\nstep 1: 0.9\nstep 2: 0.8\ndone\n")
+    run = measure.judge([before], [result(stdout="step 0: 1.0\ndone\n")], ["JM102"])
+    assert run.output_same is False and run.output_subset is True and run.output_lines == (4, 2)
+    assert "2 of its 4 lines, in order" in measure.format_table(run)
+    run = measure.judge([before], [result(stdout="step 0: 1.1\ndone\n")], ["JM102"])
+    assert run.output_subset is False and "differs (4 -> 2 lines)" in measure.format_table(run)
