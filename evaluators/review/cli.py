@@ -265,7 +265,9 @@ def _fix(result: api.ReviewResult, notes, *, fmt, output, rules, sel, ign, show_
         except session.FixError as exc:
             raise click.UsageError(str(exc)) from None
     if write_files:
-        session.write(outcomes)
+        for problem in session.write(outcomes):
+            click.echo(f"error: {problem}", err=True)
+            failed = True
     fixed = {o.path for o in outcomes}
     left = sorted([*(f for f in result.findings if f.path not in fixed), *(f for o in outcomes for f in o.remaining)],
                   key=api.Finding.sort_key)
@@ -296,6 +298,8 @@ def _fix(result: api.ReviewResult, notes, *, fmt, output, rules, sel, ign, show_
         parts.append("".join(f"{line}\n" for line in lines) + summary + "\n")
         if table is not None:
             parts.append(measure.format_table(table, markdown=fmt == "markdown"))
+        elif run_path or run_cmd:
+            parts.append("No fix applies, so nothing was run.")
         report = "\n".join(p.rstrip("\n") + "\n" for p in parts if p)
     if output:
         Path(output).write_text(report, encoding="utf-8")

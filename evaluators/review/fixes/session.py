@@ -110,30 +110,31 @@ def _cell_text(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else str(src)
 
 
-def write(outcomes: Sequence[Outcome]) -> int:
-    """Write the fixed files (only those that changed); returns how many."""
-    n = 0
+def write(outcomes: Sequence[Outcome]) -> list[str]:
+    """Write the fixed files (only those that changed); returns the problems, one line each (a file
+    that cannot be written keeps its old text and says why)."""
+    problems = []
     for o in outcomes:
         if o.changed:
-            Path(o.path).write_text(o.after, encoding="utf-8")
-            n += 1
-    return n
+            try:
+                Path(o.path).write_text(o.after, encoding="utf-8")
+            except OSError as exc:
+                problems.append(f"{o.path}: not written ({exc.strerror or exc}); its fixes are not applied")
+    return problems
 
 
 def summary(outcomes: Sequence[Outcome], *, written: bool, unsafe: bool) -> str:
     applied = [a for o in outcomes for a in o.applied]
     files = sum(o.changed for o in outcomes)
-    remaining = sum(len(o.remaining) for o in outcomes)
     more = sum(o.skipped_unsafe for o in outcomes)
     kinds = {SAFE: sum(a.fix.applicability == SAFE for a in applied),
              UNSAFE: sum(a.fix.applicability == UNSAFE for a in applied)}
     what = ", ".join(f"{n} {k}" for k, n in kinds.items() if n)
-    verb = "Fixed" if written else "Would fix"
-    line = (f"{verb} {len(applied)} finding{'s' if len(applied) != 1 else ''}"
-            + (f" ({what})" if applied else "") + f" in {files} file{'s' if files != 1 else ''}")
-    if remaining:
-        line += f"; {remaining} finding{'s' if remaining != 1 else ''} left in the fixed file{'s' if files != 1 else ''}"
-    line += "."
+    if applied:
+        line = (f"{'Fixed' if written else 'Would fix'} {len(applied)} finding{'s' if len(applied) != 1 else ''} "
+                f"({what}) in {files} file{'s' if files != 1 else ''}.")
+    else:
+        line = "Nothing fixed." if written else "Nothing to fix."
     if more and not unsafe:
         line += (f" {more} more fix{'es' if more != 1 else ''} available with --unsafe-fixes (they may change "
                  "what the code prints or computes: read the diff first, `--diff --unsafe-fixes`).")

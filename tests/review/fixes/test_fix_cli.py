@@ -72,8 +72,21 @@ def test_fix_writes_safe_fixes_and_exits_by_what_is_left(tree: Path):
     # Idempotent: nothing left to fix, nothing written.
     fixed = {p.name: p.read_text() for p in tree.iterdir()}
     res = run(str(tree), "--fix", "--unsafe-fixes")
-    assert res.exit_code == 0 and "Fixed 0 findings" in res.output
+    assert res.exit_code == 0 and "Nothing fixed." in res.output
     assert {p.name: p.read_text() for p in tree.iterdir()} == fixed
+
+
+def test_a_file_that_cannot_be_written_is_one_error_line(tree: Path, monkeypatch):
+    from jaxmem.evaluators.review.fixes import session
+
+    def refuse(self, *a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(session.Path, "write_text", refuse)
+    res = CliRunner().invoke(command, [str(tree / "timing.py"), "--fix"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "timing.py: not written (Permission denied)" in res.output
+    assert (tree / "timing.py").read_text() == TIMING
 
 
 def test_fix_json(tree: Path):
