@@ -230,7 +230,7 @@ def _add(a: dict | None, b: dict) -> dict:
     for key in ("steady_steps", "steps_with", "runs_of_line"):
         if key in a or key in b:
             out[key] = max(a.get(key) or 0, b.get(key) or 0)
-    for key in ("per_step", "per_run"):
+    for key in ("per_step", "per_run", "per_run_of_busiest_library_line"):
         if a.get(key) is not None or b.get(key) is not None:
             out[key] = round((a.get(key) or 0) + (b.get(key) or 0), 3)
     if "bytes" in a or "bytes" in b:
@@ -254,14 +254,14 @@ def _merge(stats: list[dict]) -> dict | None:
 
 def _is_per_step(stats: dict, metric: str = "") -> bool:
     """In at least half of the steady steps of its loop (3 or more iterations), or, for syncs and
-    transfers, at least 10 times in every run of a line outside the user's loops from inside a
-    library (that library's loop; a library compiling its pieces once is not that). The same rule as
-    evaluators.verify.attribution.per_step, which the reviewer cannot import."""
+    transfers, at least 10 times from one library line in every run of a line outside the user's
+    loops (that library's loop; a library converting a few arrays once, or compiling its pieces
+    once, is not one). The same rule as evaluators.verify.attribution.per_step, which the reviewer
+    cannot import."""
     steady = stats.get("steady_steps") or 0
     if steady >= 2 and stats.get("steps_with", 0) * 2 >= steady and stats.get("steady_total"):
         return True
-    return metric != "compiles" and bool(stats.get("outside_loops")) and (stats.get("per_run") or 0) >= 10 \
-        and bool(stats.get("inside"))
+    return metric != "compiles" and (stats.get("per_run_of_busiest_library_line") or 0) >= 10
 
 
 def _per_step(row: dict | None) -> dict:

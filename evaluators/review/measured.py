@@ -31,8 +31,8 @@ class MeasuredHostSyncPerStep(MeasuredRule):
     What it does
         Reported after running the code (`--run`, `--run-cmd`): a line of your code read a device
         value on the host (`float`, `.item()`, `.tolist()`, `np.asarray`, `print`, `device_get`) on
-        at least half of the steps of a loop, or many times in every call of a library's own loop,
-        and no static rule had flagged it. The line is the innermost line of your code; the finding
+        at least half of the steps of a loop, or 10 or more times from one line of a library in
+        every run of it (the library's own loop), and no static rule had flagged it. The line is the innermost line of your code; the finding
         names the call site when the read sits in a helper.
 
     Why is this bad

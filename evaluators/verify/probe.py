@@ -258,8 +258,19 @@ class Attribution:
         # Bound now: the snippet may rebind the os and sys functions, not these references.
         self._lseek, self._getframe, self._tid = guard._lseek, sys._getframe, threading.get_native_id
         self._settrace, self._gettrace = sys.settrace, sys.gettrace
-        # One bound method each, so that what sys.gettrace() returns can be compared with it.
-        self._tracer, self._local_tracer = self._call, self._local
+        # One function each, so that what sys.gettrace() returns can be compared with it. The global
+        # one runs on every Python call of the process: a closure, and the shortest path for code
+        # that is not the user's (most calls).
+        self._local_tracer = self._local
+        user_get, is_user, enter = self._user.get, self.is_user, self._enter_traced
+
+        def tracer(frame, event, arg):
+            code = frame.f_code
+            user = user_get(code)
+            if user is None:
+                user = is_user(code)
+            return enter(frame, code) if user else None
+        self._tracer = tracer
 
     # ---- which code is the user's -------------------------------------------------------------
     def is_user(self, code) -> bool:
@@ -329,12 +340,8 @@ class Attribution:
             self._end_activation(state)
             del self._frames[key]
 
-    def _call(self, frame, event, arg):
-        code = frame.f_code
-        user = self._user.get(code)
-        if user is None:
-            user = self.is_user(code)
-        if not user or not self.active:
+    def _enter_traced(self, frame, code):
+        if not self.active:
             return None
         try:
             return self._enter(frame, code)

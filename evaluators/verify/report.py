@@ -67,4 +67,20 @@ def script_report(result: dict) -> str:
     for s in result.get("host_sync_lines") or []:
         where_ = f"line {s['line']}" if s["line"] else "outside the script"
         lines.append(f"  {where_}: {s['count']}x  {s['source'] or ''}")
+    attribution = result.get("attribution") or {}
+    if attribution.get("lines"):
+        lines.append("per line (step 1 is the first, compiling step of the loop; the rest are steady):")
+    for row in attribution.get("lines", []):
+        for metric, stats in row["metrics"].items():
+            if stats.get("loop"):
+                per = stats.get("per_step")
+                text = f"{'-' if per is None else f'{per:g}'}/step, {stats.get('first_step', 0)} in step 1 " \
+                       f"(loop {stats['loop']})"
+            else:
+                text = f"{stats['total']} outside loops"
+            lines.append(f"  {row['path']}:{row['line']}: {metric.replace('_', ' ')} {text}")
+    for metric, n in (attribution.get("unattributed") or {}).items():
+        lines.append(f"  not attributed to a line: {metric.replace('_', ' ')} {n}")
+    if result.get("attribution_error"):
+        lines.append(result["attribution_error"])
     return "\n".join(lines)

@@ -199,6 +199,12 @@ def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None, n
             run.attribution_error = f"per-line attribution stopped: {probe_side['error']}; counts are per run only"
         else:
             run.attribution = summarize(stream, shorten=_shortener(roots), ran=probe_side.get("ran"))
+            # Counted, but with no frame of the user's code on the stack (another thread, a callback).
+            missing = run.attribution["unattributed"]
+            for name, n in (("compiles", (result.get("compile_count") or 0) - stream.markers["c"]),
+                            ("host_syncs", len(result.get("host_syncs") or []) - stream.markers["s"])):
+                if n > 0:
+                    missing[name] = missing.get(name, 0) + n
     return run
 
 

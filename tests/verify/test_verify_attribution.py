@@ -200,11 +200,16 @@ def test_a_loop_inside_a_library_call_is_per_run_of_the_users_line(tmp_path):
     tree = tmp_path / "proj"
     lib = tree / "site-packages"   # not the user's code (a library), though inside the tree
     lib.mkdir(parents=True)
-    (lib / "fakelib.py").write_text("def fit(x, n):\n    for _ in range(n):\n        float(x.sum())\n")
+    (lib / "fakelib.py").write_text("def fit(x, n):\n    for _ in range(n):\n        float(x.sum())\n\n\n"
+                                    "def show(x):\n" + "".join(f"    float(x[{i}])\n" for i in range(12)))
     (tree / "run.py").write_text("import os, sys\nsys.path.insert(0, os.path.abspath('site-packages'))\n"
-                                 "import jax.numpy as jnp\nimport fakelib\nfakelib.fit(jnp.ones(3), 30)\n")
+                                 "import jax.numpy as jnp\nimport fakelib\nfakelib.fit(jnp.ones(3), 30)\n"
+                                 "fakelib.show(jnp.ones(12))\n")
     result = verify_command("python run.py", tree)
     assert result["ok"], result["error"]
     syncs = metrics(result["attribution"], 5)["host_syncs"]
     assert syncs["outside_loops"] == 30 and syncs["per_run"] == 30 and syncs["inside"] == ["fakelib.py:3"]
-    assert per_step(syncs)
+    assert syncs["per_run_of_busiest_library_line"] == 30 and per_step(syncs)
+    # Twelve reads from twelve lines of a library, once (a plot of a few arrays): not a loop's.
+    once = metrics(result["attribution"], 6)["host_syncs"]
+    assert once["total"] == 12 and once["per_run_of_busiest_library_line"] == 1 and not per_step(once)
