@@ -65,7 +65,7 @@ class Advisor:
     # ---- heavy objects, built once -------------------------------------------------------------
     @cached_property
     def embeddings(self):
-        from jaxmem.ingest.embed import make_embeddings
+        from jaxmem.ingest.backends import make_embeddings
 
         return self._embeddings or make_embeddings(self.settings.embeddings)
 

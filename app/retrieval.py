@@ -6,9 +6,7 @@ cross-lingual questions), so it is fused only for card languages; `jaxmem eval` 
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -24,7 +22,7 @@ LEXICAL_WEIGHT = 0.5  # dense is the stronger signal (eval: `jaxmem eval` compar
 QUESTION_WEIGHT = 2.0  # the cards' stored questions, a ranking of their own (see README: Measured)
 INTENT_WEIGHT = 2.0  # the question classifier's ranking of cards (app/intent.py), fused per card
 # Chunks per search: card text, card questions, community seeds, out-of-scope anchors. Each kind has
-# its own collection (no metadata filter) and the four searches run at once.
+# its own collection (no metadata filter).
 DEPTHS = {"text": 40, "questions": 40, "seeds": 5, "scope": 1}
 CHUNKS_PER_CARD = 3  # a card's score sums its best chunks: agreement between sections (and
 # language versions) is evidence (main set, 23 topics: best-3 0.945 R@3 vs best-1 0.883)
@@ -123,13 +121,17 @@ class Lexical:
 class Retriever:
     def __init__(self, store: Store, embeddings, card_languages: set[str]):
         self.store, self.embeddings, self.card_languages = store, embeddings, card_languages
-        self._lexical: Lexical | None = None
-        self._intent: Intent | None = None
+        self._lexical: tuple[str | None, Lexical] | None = None  # (the ingest it reflects, the index)
+        self._intent: tuple[str | None, Intent] | None = None
 
-    def _derived(self, name: str, load, build):
-        """An index derived from the store: from its stamped file when that reflects this ingest,
-        else built and saved."""
+    def _derived(self, attr: str, name: str, load, build):
+        """An index derived from the store: kept while the store's last complete ingest is the one
+        it reflects, else loaded from its stamped file, or built and saved. While an ingest runs
+        (no complete one) the one in hand stays."""
         stamp = self.store.fingerprint()
+        held = getattr(self, attr)
+        if held is not None and (stamp is None or held[0] == stamp):
+            return held[1]
         path = self.store.settings.data_dir / name
         index = load(path, stamp) if stamp else None
         if index is None:
@@ -141,21 +143,19 @@ class Retriever:
                     index.save(path, stamp)
                 except OSError:
                     pass  # a read-only data dir only costs the next cold start the rebuild
+        setattr(self, attr, (stamp, index))
         return index
 
     @property
     def lexical(self) -> Lexical:
-        if self._lexical is None:
-            self._lexical = self._derived("lexical.npz", Lexical.load,
-                                          lambda: Lexical(self.store.all_chunks(kinds=("text", "questions"))))
-        return self._lexical
+        return self._derived("_lexical", "lexical.npz", Lexical.load,
+                             lambda: Lexical(self.store.all_chunks(kinds=("text", "questions"))))
 
     @property
     def intent(self) -> Intent | None:
         """The question classifier (None when the index holds no stored questions)."""
-        if self._intent is None:
-            self._intent = self._derived("intent.npz", Intent.load, self._fit_intent)
-        return self._intent if self._intent.classes else None
+        intent = self._derived("_intent", "intent.npz", Intent.load, self._fit_intent)
+        return intent if intent.classes else None
 
     def _fit_intent(self) -> Intent:
         asked = self.store.all_chunks(kinds=("questions",), embeddings=True)
@@ -170,25 +170,16 @@ class Retriever:
         return Intent.fit(np.array([h.embedding for h in asked], dtype=np.float32),
                           [h.metadata["card"] for h in asked], texts=[h.text for h in asked])
 
-    @cached_property
-    def _pool(self) -> ThreadPoolExecutor:
-        # Chroma's search releases the GIL (embedded) or waits on the network (server): four at once
-        # take about the time of two (measured: 5.2 against 8.0 ms).
-        return ThreadPoolExecutor(max_workers=len(DEPTHS), thread_name_prefix="jaxmem-search")
-
     def dense(self, vector: list[float], depth: int = 40) -> dict[str, list[Hit]]:
         # the question collection also holds the out-of-scope areas' questions: search it a little deeper
-        depths = {**DEPTHS, "text": depth, "questions": depth + 20}
-        futures = {kind: self._pool.submit(self.store.query, vector, k, kind, False) for kind, k in depths.items()}
-        return {kind: f.result() for kind, f in futures.items()}
+        return self.store.search(vector, {**DEPTHS, "text": depth, "questions": depth + 20})
 
     def search(self, query: str, lang: str, k: int = 5, mode: Mode | None = None, depth: int = 40) -> SearchResult:
         """Cards in relevance order, the community-seed chunks that matched, and how close the
         question is to an area the knowledge base declares out of scope."""
         if mode is None:
             mode = "hybrid" if lang in self.card_languages else "dense"
-        if self.store.refresh():  # another process (an ingest) changed the index
-            self._lexical = None
+        self.store.refresh()  # another process (an ingest) changed the index: read it anew
         seeds, scope, scope_id = [], 0.0, ""
         scope_q, scope_q_id, card_q = 0.0, "", 0.0
         prose: list[Hit] = []

@@ -57,7 +57,7 @@ _lock = threading.Lock()
 
 
 def url_of(settings: Settings) -> str:
-    return settings.database_url or f"sqlite:///{settings.data_dir / 'jaxmem.sqlite'}"
+    return settings.database
 
 
 def engine(settings: Settings | None = None, url: str | None = None) -> Engine:

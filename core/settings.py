@@ -197,6 +197,11 @@ class Settings(BaseSettings):
     def embed_cache_dir(self) -> Path:
         return self.embed_cache or self.data_dir / "embed-cache"
 
+    @property
+    def database(self) -> str:
+        """The database's URL: JAXMEM_DATABASE_URL, or the SQLite file in the data directory."""
+        return self.database_url or f"sqlite:///{self.data_dir / 'jaxmem.sqlite'}"
+
     def card_url(self, topic: str, lang: str = "en") -> str:
         """Where the web app serves a card: under JAXMEM_PUBLIC_URL, else relative to the app's root
         (what the chat's own links need; the app may sit behind a base path)."""

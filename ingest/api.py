@@ -11,9 +11,40 @@ from __future__ import annotations
 
 from jaxmem.core.settings import Settings
 from jaxmem.ingest.cards import check_corpus
-from jaxmem.ingest.pipeline import check_vectors, embed_corpus, ensure_index, ingest
 
 __all__ = ["ingest", "ensure_index", "embed_corpus", "check_corpus", "check_vectors", "index_info"]
+
+# The pipeline (LangChain, the record manager, the chunkers) is imported only by what needs it: a
+# `jaxmem ask` whose index is complete only looks at the store's state file.
+
+
+def ingest(settings: Settings | None = None, **kwargs) -> dict:
+    from jaxmem.ingest.pipeline import ingest as run
+
+    return run(settings, **kwargs)
+
+
+def ensure_index(settings: Settings, show_progress: bool | None = None) -> dict | None:
+    """Build the index on first use (None when it is there already)."""
+    from jaxmem.ingest.store import Store
+
+    if Store(settings).snapshot() is not None:
+        return None  # a complete ingest's snapshot: nothing to build, Chroma need not even be opened
+    from jaxmem.ingest.pipeline import ensure_index as ensure
+
+    return ensure(settings, show_progress=show_progress)
+
+
+def embed_corpus(settings: Settings | None = None, show_progress: bool | None = None) -> dict:
+    from jaxmem.ingest.pipeline import embed_corpus as embed
+
+    return embed(settings, show_progress=show_progress)
+
+
+def check_vectors(settings: Settings | None = None, docs=None) -> list:
+    from jaxmem.ingest.pipeline import check_vectors as check
+
+    return check(settings, docs)
 
 
 def index_info(settings: Settings) -> dict | None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from jaxmem.core.fences import MARKDOWN_FENCE
 from jaxmem.core.layout import CorpusLayout
-from jaxmem.ingest.schema import QUESTION_CHARS, SchemaError, load_audit, load_manifest, load_scope
+from jaxmem.ingest.schema import QUESTION_CHARS, SchemaError, load_audit, load_manifest, load_scope, safe_load
 
 MIN_QUESTIONS = 5  # per card: fewer leaves a language version hard to find from a user's wording
 LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -144,7 +144,7 @@ def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
     if end < 0:
         raise CorpusError(path, "front matter", "no closing '---' line")
     try:
-        data = yaml.safe_load(text[4:end])
+        data = safe_load(text[4:end])
     except yaml.YAMLError as exc:
         raise CorpusError(path, "front matter", f"invalid YAML: {exc}".splitlines()[0]) from None
     if not isinstance(data, dict):

@@ -145,6 +145,7 @@ def _ingest(settings: Settings, *, rebuild: bool, show_progress: bool | None, em
     store = Store(settings)
     fingerprint = corpus_fingerprint(settings, inner.name)
     if not rebuild and store.fingerprint() == fingerprint:  # the fingerprint covers the backend too
+        store.adopt()  # an index from before snapshots gets one (once)
         meta = store.metadata()
         chunks = int(meta.get("chunks") or 0)
         return {"added": 0, "updated": 0, "deleted": 0, "unchanged": chunks, "chunks": chunks, "embedded": 0,
@@ -210,11 +211,16 @@ def ensure_index(settings: Settings, show_progress: bool | None = None) -> dict 
     """Build the index on first use so `jaxmem ask` works right after install. An index whose last
     ingest was cut short still answers (the next `jaxmem ingest` finishes the sync)."""
     store = Store(settings)
+    if store.snapshot() is not None:
+        return None  # a complete ingest's snapshot: Chroma need not even be opened
     try:
         for kind in KINDS:
             store.collection(kind)
     except IndexMissing:
         return ingest(settings, show_progress=show_progress)
+    if not settings.chroma_host and not store.state_path.exists():
+        with one_ingest_at_a_time(settings):
+            store.adopt()  # an index from before snapshots gets one (once)
     return None
 
 

@@ -63,9 +63,18 @@ def test_megabyte_question_is_truncated_and_says_so(built, tmp_path):
     assert proc.returncode == 0 and out["notes"] and "truncated" in out["notes"][0]
 
 
+def test_a_corrupt_snapshot_falls_back_to_chroma(built):
+    snapshot = next(Path(built.data_dir).glob("*.snapshot.npz"))
+    snapshot.write_bytes(b"this is not a snapshot" * 100)
+    proc = jaxmem("ask", "How do I donate buffers?", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["citations"][0]["card"] == "buffer-donation"
+
+
 def test_corrupt_store_is_a_clear_error(built):
     db = Path(built.data_dir) / "chroma" / "chroma.sqlite3"
     db.write_bytes(b"this is not a database" * 100)
+    next(Path(built.data_dir).glob("*.snapshot.npz")).write_bytes(b"this is not a snapshot" * 100)
     proc = jaxmem("ask", "How do I donate buffers?")
     assert proc.returncode != 0
     assert "error:" in proc.stderr and "jaxmem ingest --rebuild" in proc.stderr
