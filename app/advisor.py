@@ -37,7 +37,7 @@ SCOPE_MARGIN = 0.0
 # than any card's stored question (questions are embedded alike, so the two compare directly).
 SCOPE_QUESTION_MARGIN = 0.01
 # Abstain when the question classifier (app/intent.py) scores an out-of-scope area at least this much
-# above every card. 0.03 until every language carried the areas' real-thread questions (corpus/scope/):
+# above every card (since 2026-12-04 on its dense and word scores together; before, on the dense ones). 0.03 until every language carried the areas' real-thread questions (corpus/scope/):
 # then it declined 9 % of real dev's on-topic questions; 0.09 is the smallest that brought that back
 # (3 %) with main's and real dev's out-of-scope questions declined as before (0.967, 0.947).
 INTENT_SCOPE_MARGIN = 0.09
