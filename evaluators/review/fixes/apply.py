@@ -87,7 +87,8 @@ def fix_source(source: str, path: str, rules: Sequence[Rule], *, unsafe: bool = 
     each. `review`: how to review an intermediate source (defaults to the rules given)."""
     review = review or (lambda src: _review(src, path, rules, show_possible))
     out = Outcome(path, source, source)
-    tried: set[tuple] = set()
+    tried: set[tuple] = set()       # findings whose fix failed or was not wanted (code, text, occurrence)
+    stuck: set[tuple] = set()       # (code, text) a fix applied to without the finding going away
     unsafe_seen: set[tuple] = set()
     current = source
     findings = review(current)
@@ -96,31 +97,40 @@ def fix_source(source: str, path: str, rules: Sequence[Rule], *, unsafe: bool = 
         chosen = None
         for f in sorted(findings, key=Finding.sort_key):
             key = _key(f, counts)
-            if f.code not in REGISTRY or key in tried:
+            if f.code not in REGISTRY or key in tried or key[:2] in stuck:
                 continue
-            tried.add(key)
             fx = fix_for(current, f, options)
             if fx is None or fx.source == current:
+                tried.add(key)
                 continue
             if fx.applicability == UNSAFE and not unsafe:
+                tried.add(key)
                 unsafe_seen.add(key)
                 continue
             problem = parses(fx.source)
             if problem is not None:
+                tried.add(key)
                 out.notes.append(f"the {f.code} fix at line {f.line} did not parse ({problem}); not applied")
                 continue
-            chosen = (f, fx)
+            chosen = (f, fx, key)
             break
         if chosen is None:
             break
-        f, fx = chosen
+        f, fx, key = chosen
         out.applied.append(Applied(f, fx))
+        before = sum(_same(g, key) for g in findings)
         current = fx.source
         findings = review(current)
+        if sum(_same(g, key) for g in findings) >= before:
+            stuck.add(key[:2])   # the fix did not make its finding go away: never apply it again
     out.after = current
     out.remaining = findings
     out.skipped_unsafe = len(unsafe_seen)
     return out
+
+
+def _same(f: Finding, key: tuple) -> bool:
+    return f.code == key[0] and " ".join(f.source_line.split()) == key[1]
 
 
 # ---- notebooks --------------------------------------------------------------------------------

@@ -123,6 +123,8 @@ def _scopes_out(t: Tree, node: cst.CSTNode) -> list[cst.CSTNode]:
 
 def _find_maker(t: Tree, imports: Imports, call: cst.Call) -> Maker | None:
     func = call.func
+    if isinstance(func, cst.Call):   # `jax.jit(step)(state, batch)`: made where it is called
+        return _assigned(func, imports)
     if isinstance(func, cst.Name):
         for scope in _scopes_out(t, call):
             defs = _definitions(t, scope, func.value)

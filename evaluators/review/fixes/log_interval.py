@@ -232,7 +232,9 @@ def _keep_on_device(t: Tree, imports: Imports, finding: Finding, stmt: cst.CSTNo
     value = _read_value(t, imports, read)
     ok = False
     if isinstance(small, cst.AugAssign) and isinstance(small.operator, (cst.AddAssign, cst.SubtractAssign)):
-        ok = small.value is read or _sum_of(small.value, read)
+        ok = _arithmetic_path(t, small.value, read)   # `total += float(loss) * n`
+    elif _at_update_argument(t, read):
+        ok = True   # `hist = hist.at[t].set(float(x))`: the update takes the device value as it is
     elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         total = small.targets[0].target.value
         v = small.value
@@ -250,5 +252,22 @@ def _keep_on_device(t: Tree, imports: Imports, finding: Finding, stmt: cst.CSTNo
                     edits.apply(t))
 
 
-def _sum_of(expr: cst.CSTNode, read: cst.CSTNode) -> bool:
-    return expr is read
+def _arithmetic_path(t: Tree, root: cst.CSTNode, read: cst.CSTNode) -> bool:
+    """`read` is `root`, or sits in it under + - * / only: the total stays a sum of device values."""
+    node = read
+    while node is not root:
+        parent = t.parent(node)
+        if not (isinstance(parent, cst.BinaryOperation) and isinstance(
+                parent.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide))):
+            return False
+        node = parent
+    return True
+
+
+def _at_update_argument(t: Tree, read: cst.CSTNode) -> bool:
+    arg = t.parent(read)
+    call = t.parent(arg) if isinstance(arg, cst.Arg) else None
+    func = call.func if isinstance(call, cst.Call) else None
+    return (isinstance(func, cst.Attribute) and func.attr.value in ("set", "add", "multiply", "min", "max")
+            and isinstance(func.value, cst.Subscript) and isinstance(func.value.value, cst.Attribute)
+            and func.value.value.attr.value == "at")

@@ -26,3 +26,12 @@ def fit_plain(w, batches):
             lossf = loss.item()
             print(f"loss {lossf:.4f}")
     return w
+
+
+def fit_weighted(w, batches, hist):
+    total = 0.0
+    for i, x in enumerate(batches):
+        w, loss = step(w, x)
+        total += loss * x.shape[0]      # weighted by the batch size
+        hist = hist.at[i].set(loss)
+    return w, total, hist
