@@ -13,7 +13,7 @@ from functools import cached_property
 import yaml
 
 from jaxmem.app.answer import Answer, Citation, SeedClaim, Turn, label
-from jaxmem.app.compose import compose_abstention, compose_card_answer, compose_lead, compose_review
+from jaxmem.app.compose import compose_abstention, compose_card_answer, compose_review
 from jaxmem.app.language import detect, prose
 from jaxmem.app.language import preload as preload_languages
 from jaxmem.app.retrieval import CardHit, Retriever
@@ -51,6 +51,10 @@ FOLLOW_UP_WORDS = 8
 # 0.04 to 0.08, no further at 0.1 (0.896 at 0.12 and 0.16, shown for 36-48 % of dev answers). At
 # 0.08 both open for 11 % of main's and 24 % of real dev's answers. See README: Measured.
 AMBIGUOUS_INTENT_GAP = 0.08
+# The main card's stored questions nearest to the question that count as part of it when the
+# opening picks the card's parts (app/focus.py): on the new real dev set and the older real set, 1
+# named the key fact as often as 0 or 2 or more often (docs/measurements.md, 2026-12-04).
+ASKED = 1
 
 
 class Advisor:
@@ -201,7 +205,7 @@ class Advisor:
             named = (self.scope_areas[area[0]].name.get(ui) or self.scope_areas[area[0]].name.get("en"), area[1]) \
                 if area else None
             text = compose_abstention(ui, closest, named)
-            ans = Answer(question=question, language=lang, answer=text, lead=text,
+            ans = Answer(question=question, language=lang, answer=text,
                          citations=[], abstained=True, answer_language=self._ui_lang(lang), closest=[c[0] for c in closest],
                          notes=notes, outside=area[0].removeprefix("scope:") if area else None)
             ans.timings_ms = _ms(t0, t1, t2)
@@ -223,16 +227,16 @@ class Advisor:
         main, fallback = cards[0]
         claims = self._seed_claims(seed_hits, main.id, main.lang)
         note = label("en", "fallback", language=_language_name(lang)) if fallback else ""
-        more = compose_card_answer(main.lang, main, [c for c, _ in cards[1:]], citations, claims, self.card_url, "")
         alternative = None
         if (len(cards) > 1 and len(hits) > 1 and result.intent_gap <= AMBIGUOUS_INTENT_GAP
                 and [c.id for c, _ in cards[:2]] == [h.card for h in hits[:2]]):
             alternative = cards[1][0]  # retrieval's own first two, not a card a finding put first
-        lead = compose_lead(main, (text or question)[:MAX_QUERY_CHARS], self._section_rank(hits, main.id), self.card_url,
-                            note, alternative)
+        opening, more = compose_card_answer(
+            main, (text or question)[:MAX_QUERY_CHARS], self.card_url, fallback_note=note, alternative=alternative,
+            also=[c for c, _ in cards[1:]], citations=citations, seed_claims=claims, asked=self._asked(hits, main))
         if blocks:
-            lead = compose_review(main.lang, findings) + "\n\n---\n\n" + lead
-        ans = Answer(question=question, language=lang, answer=f"{lead}\n\n---\n\n{more}", lead=lead, more=more,
+            opening = compose_review(main.lang, findings) + "\n\n---\n\n" + opening
+        ans = Answer(question=question, language=lang, answer=opening, more=more,
                      citations=citations, abstained=False, answer_language=main.lang, fallback=fallback,
                      findings=findings, seed_claims=claims, notes=notes)
         ans.timings_ms = _ms(t0, t1, t2)
@@ -240,15 +244,16 @@ class Advisor:
 
     # ---- helpers --------------------------------------------------------------------------------
     @staticmethod
-    def _section_rank(hits: list[CardHit], topic: str) -> dict[str, float]:
-        """Where retrieval found the card closest to the question: its best text chunks' sections."""
-        hit = next((h for h in hits if h.card == topic), None)
-        rank: dict[str, float] = {}
+    def _asked(hits: list[CardHit], card: Card) -> tuple[str, ...]:
+        """The card's stored questions that retrieval found nearest to the question, in the card
+        version's language: how the card itself words what the user asked."""
+        hit = next((h for h in hits if h.card == card.id), None)
+        out = []
         for chunk in hit.chunks if hit else []:
-            section = chunk.metadata.get("section")
-            if section and section != "question" and section not in rank and len(rank) < 2:
-                rank[section] = 2.0 if not rank else 1.0
-        return rank
+            m = chunk.metadata
+            if m.get("section") == "question" and m.get("lang") == card.lang and 0 <= m.get("part", -1) < len(card.meta.questions):
+                out.append(card.meta.questions[m["part"]])
+        return tuple(out[:ASKED])
 
     def _ui_lang(self, lang: str) -> str:
         return lang if lang in self.layout.languages else "en"

@@ -1,5 +1,11 @@
 """The advisor's result types and the interface words of every language: what every front end
-renders and `jaxmem ask --json` prints."""
+renders and `jaxmem ask --json` prints.
+
+`jaxmem ask --json` contract, version 2 (the `version` field): `answer` is the opening (the part of
+the card that names the fix for this question, the card's summary, the parts that answer the
+question, the first lines of its code) and `more` everything else (the rest of the card, evidence,
+community claims, related cards, sources); no text is in both. Version 1 had no `version` field, a
+`lead` field with the opening, and an `answer` that repeated the opening before the whole card."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -9,6 +15,7 @@ from pathlib import Path
 import yaml
 
 _STRINGS = Path(__file__).with_name("strings.yaml")
+VERSION = 2  # of the `ask --json` contract (module doc)
 
 
 @lru_cache(maxsize=1)
@@ -57,7 +64,7 @@ class Turn:
 class Answer:
     question: str
     language: str  # ISO 639-1 code detected for the question
-    answer: str  # Markdown: `lead`, then the whole card (`more`)
+    answer: str  # Markdown: what answers this question first (the opening); read it, then `more`
     citations: list[Citation]
     abstained: bool
     answer_language: str = "en"  # language the answer is written in
@@ -68,9 +75,8 @@ class Answer:
     composer: str = "offline"
     notes: list[str] = field(default_factory=list)  # e.g. "question truncated to 4000 characters"
     timings_ms: dict = field(default_factory=dict)
-    lead: str = ""  # the part that answers this question, and the card's code: what front ends show first
     outside: str | None = None  # when declined: the out-of-scope area the question belongs to, if known
-    more: str = ""  # the rest (the whole card, evidence, sources): folded in the web app, a link in Slack
+    more: str = ""  # the rest of the card, evidence, sources (nothing of `answer`): folded in the web app, a link in Slack
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"version": VERSION, **asdict(self)}

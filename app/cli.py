@@ -85,6 +85,7 @@ def ask(question, as_json, embeddings):
     Example: jaxmem ask "Varför tar JAX 75 % av GPU-minnet?" --json
     """
     from jaxmem.app.advisor import Advisor
+    from jaxmem.app.answer import VERSION
     from jaxmem.core.errors import UsageError
     from jaxmem.ingest.api import ensure_index
 
@@ -101,9 +102,10 @@ def ask(question, as_json, embeddings):
                 continue
             try:
                 ans = advisor.ask(line.rstrip("\n"))
-                click.echo(json.dumps(ans.to_dict(), ensure_ascii=False) if as_json else ans.answer + "\n")
+                click.echo(json.dumps(ans.to_dict(), ensure_ascii=False) if as_json else readable(ans) + "\n")
             except UsageError as exc:  # one bad line must not stop a batch
-                click.echo(json.dumps({"question": line.rstrip("\n"), "error": exc.message}, ensure_ascii=False))
+                click.echo(json.dumps({"version": VERSION, "question": line.rstrip("\n"), "error": exc.message},
+                                      ensure_ascii=False))
         return
     ans = advisor.ask(question)
     if as_json:
@@ -111,9 +113,14 @@ def ask(question, as_json, embeddings):
         return
     for note in ans.notes:
         click.echo(f"note: {note}", err=True)
-    click.echo(ans.answer)
+    click.echo(readable(ans))
     if ans.citations:
         click.echo("\n" + "cited: " + ", ".join(f"{c.card} ({c.language}, {c.score:.3f})" for c in ans.citations))
+
+
+def readable(ans) -> str:
+    """The answer as the terminal shows it: the opening, then the rest of the card, each once."""
+    return f"{ans.answer}\n\n---\n\n{ans.more}" if ans.more else ans.answer
 
 
 @main.command()

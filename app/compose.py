@@ -34,51 +34,26 @@ def evidence_line(ev: dict | None) -> str:
     return "\n> ".join(l for l in lines if l)
 
 
-def compose_card_answer(
-    lang: str,
-    main: Card,
-    also: list[Card],
-    citations: list[Citation],
-    seed_claims: list[SeedClaim],
-    card_url,
-    fallback_note: str = "",
-) -> str:
-    sec = {s.key: s for s in main.sections}
-    out: list[str] = []
-    if fallback_note:
-        out.append(f"_{fallback_note}_\n")
-    out.append(f"### {main.meta.title}\n")
-    out.append(main.meta.summary.strip() + "\n")
-    out.append(sec["what"].text)
-    out.append(f"**{sec['how'].heading}**\n\n{sec['how'].text}")
-    out.append(f"**{sec['caveats'].heading}**\n\n{sec['caveats'].text}")
-    out.append(f"**{sec['check'].heading}**\n\n{sec['check'].text}")
-    ev = evidence_line(citations[0].evidence if citations else None)
-    if ev:
-        out.append(f"> **{label(main.lang, 'evidence')}:** {ev}")
-    for claim in seed_claims:
-        verdict = label(main.lang, "verdicts").get(claim.verdict, claim.verdict)
-        out.append(f"> {label(main.lang, 'community', seed=claim.seed, claim=claim.claim, verdict=verdict)}\n"
-                   f"> \n> _{claim.quote}_\n> \n> {claim.explanation}")
-    if also:
-        links = " · ".join(f"[{c.meta.title}]({card_url(c.id, c.lang)})" for c in also)
-        out.append(f"**{label(main.lang, 'see_also')}:** {links}")
-    srcs = "\n".join(f"{i}. {u}" for i, u in enumerate(main.meta.sources, 1))
-    out.append(f"**{label(main.lang, 'sources')}** ([{main.id}]({card_url(main.id, main.lang)})):\n\n{srcs}")
-    return card_links("\n\n".join(out), card_url)
+def compose_card_answer(main: Card, question: str, card_url, *, fallback_note: str = "", alternative: Card | None = None,
+                        also: list[Card] = (), citations: list[Citation] = (), seed_claims: list[SeedClaim] = (),
+                        asked: tuple[str, ...] = ()) -> tuple[str, str]:
+    """(opening, rest) of the answer from `main`. The opening: the card's title and summary (its short
+    answer, which names its main fix), then the part of the card that names the fix for this
+    question ("In your case: ..."), the other parts that answer it, and the first lines of its code.
+    The rest: every other part of the card, its evidence, community claims, related cards and
+    sources. No text is in both.
 
+    `alternative`: a second card that fits the question about as well; its title and the first
+    sentence of its summary follow the main card's summary. `asked`: the card's stored questions
+    nearest to this one (they help find the part that answers)."""
+    from jaxmem.app.focus import opening, plain, rest
 
-def compose_lead(main: Card, question: str, section_rank: dict[str, float], card_url, fallback_note: str = "",
-                 alternative: Card | None = None) -> str:
-    """The opening: the card's summary and the parts that answer this question, then its first
-    code block. `alternative`: a second card that fits the question about as well; its title and
-    the first sentence of its short answer follow the main card's summary."""
-    from jaxmem.app.focus import opening
-
-    chosen, code = opening(main, question, section_rank)
+    op = opening(main, question, asked)
     out = [f"_{fallback_note}_\n"] if fallback_note else []
     out.append(f"### {main.meta.title}\n")
-    texts = [u.text for u in chosen]
+    texts = [u.text for u in op.units]
+    if op.lead is not None:  # the part that names the fix for this question, right after the short answer
+        texts.insert(1, f"**{label(main.lang, 'for_this')}:** {plain(op.lead.text)}")
     if alternative is not None:
         # A pointer, not a second answer: the other card's title and the first sentence of its
         # summary. Its whole summary pushed the main card's matching part out of the first screen
@@ -86,9 +61,24 @@ def compose_lead(main: Card, question: str, section_rank: dict[str, float], card
         texts.insert(1, f"**{label(main.lang, 'rather_about')}: {alternative.meta.title}.** "
                         f"{first_sentence(alternative.meta.summary)}")
     out += texts
-    if code:
-        out.append(code)
-    return card_links("\n\n".join(out), card_url)
+    if op.code:
+        out.append(op.code)
+    lead = card_links("\n\n".join(out), card_url)
+
+    more = [f"**{heading}**\n\n{text}" for heading, text in rest(main, op.shown, op.code, op.code_rest)]
+    ev = evidence_line(citations[0].evidence if citations else None)
+    if ev:
+        more.append(f"> **{label(main.lang, 'evidence')}:** {ev}")
+    for claim in seed_claims:
+        verdict = label(main.lang, "verdicts").get(claim.verdict, claim.verdict)
+        more.append(f"> {label(main.lang, 'community', seed=claim.seed, claim=claim.claim, verdict=verdict)}\n"
+                    f"> \n> _{claim.quote}_\n> \n> {claim.explanation}")
+    if also:
+        links = " · ".join(f"[{c.meta.title}]({card_url(c.id, c.lang)})" for c in also)
+        more.append(f"**{label(main.lang, 'see_also')}:** {links}")
+    srcs = "\n".join(f"{i}. {u}" for i, u in enumerate(main.meta.sources, 1))
+    more.append(f"**{label(main.lang, 'sources')}** ([{main.id}]({card_url(main.id, main.lang)})):\n\n{srcs}")
+    return lead, card_links("\n\n".join(more), card_url)
 
 
 def compose_abstention(lang: str, closest: list[tuple[str, str, str, str]], area: tuple[str, str] | None = None) -> str:

@@ -70,7 +70,9 @@ def llm_answer(settings: Settings, ans: Answer, cards: list[Card], model=None) -
                          if cited else "LLM answer discarded (no citations); showing the offline answer")
         return ans
     sources = "\n".join(f"- [{c.meta.title}]({settings.card_url(c.id, c.lang)})" for c in cards if c.id in cited)
-    ans.answer = ans.lead = f"{text.strip()}\n\n{sources}"  # the model's answer opens; the card stays in `more`
+    # The model's answer opens; the offline answer (the card's opening, then its rest) is folded.
+    ans.more = f"{ans.answer}\n\n---\n\n{ans.more}" if ans.more else ans.answer
+    ans.answer = f"{text.strip()}\n\n{sources}"
     ans.citations = [c for c in ans.citations if c.card in cited] or ans.citations
     ans.composer = f"llm:{settings.llm}"
     return ans

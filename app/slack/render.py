@@ -93,7 +93,7 @@ def answer_messages(ans: Answer, answer_id: str, asker: str | None = None) -> li
     meta = {"event_type": ANSWER_EVENT, "event_payload": {
         "answer_id": answer_id, "question": ans.question[:MAX_KEPT_QUESTION], "language": ans.language,
         "answer_language": lang, "cards": [c.card for c in ans.citations], "abstained": ans.abstained}}
-    return _messages(split_text(to_mrkdwn(ans.lead or ans.answer)), tail, head, meta)
+    return _messages(split_text(to_mrkdwn(ans.answer)), tail, head, meta)
 
 
 def feedback_block(lang: str, answer_id: str, question: str, cards: list[str]) -> dict:

@@ -21,7 +21,7 @@ def language_name(code: str) -> str:
 def show_answer(ans: Answer, answer_id: str) -> None:
     for note in ans.notes:
         st.caption(f"Note: {note}")
-    st.markdown(ans.lead or ans.answer)  # the part that answers this question, and the card's code
+    st.markdown(ans.answer)  # the part that answers this question, and the card's code
     if ans.more:
         from jaxmem.app.answer import label
 

@@ -20,7 +20,7 @@ def test_swedish_question_gets_a_swedish_answer_with_citations(advisor):
     assert ans.language == "sv" and ans.answer_language == "sv" and not ans.abstained
     assert ans.citations[0].card == "gpu-preallocation" and ans.citations[0].language == "sv"
     assert ans.citations[0].sources == ["https://docs.jax.dev/en/latest/gpu_memory_allocation.html"]
-    assert "Källor" in ans.answer and "XLA_PYTHON_CLIENT_PREALLOCATE" in ans.answer
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" in ans.answer and "Källor" in ans.more  # sources: in the folded rest
 
 
 def test_question_in_a_language_without_cards_falls_back_to_english_and_says_so(advisor):
@@ -69,7 +69,7 @@ def test_seed_claim_is_shown_with_its_audit_verdict(advisor):
     ans = advisor.ask("Återanvänder JAX alltid minnet automatiskt när jag donerar buffertar?")
     assert ans.citations[0].card == "buffer-donation"
     assert [c.verdict for c in ans.seed_claims] == ["inaccurate"]
-    assert "felaktigt" in ans.answer
+    assert "felaktigt" in ans.more
 
 
 @pytest.mark.parametrize("question", ["", "   \n\t "])
@@ -86,7 +86,21 @@ def test_huge_question_is_truncated_and_says_so(advisor):
 
 def test_answer_contract_fields(advisor):
     d = advisor.ask("How do I donate buffers in jax.jit?").to_dict()
-    assert {"question", "language", "answer", "citations", "abstained"} <= set(d)
+    assert d["version"] == 2 and "lead" not in d  # version 2: `lead` is gone, `answer` is the opening
+    assert {"question", "language", "answer", "more", "citations", "abstained"} <= set(d)
     c = d["citations"][0]
     assert {"card", "title", "language", "score", "sources"} <= set(c)
     assert isinstance(c["score"], float) and c["card"] == "buffer-donation"
+
+
+@pytest.mark.parametrize("question", [
+    "How do I donate buffers in jax.jit?",
+    "Varför reserverar JAX 75 procent av grafikkortets minne direkt när programmet startar?",
+    "Återanvänder JAX alltid minnet automatiskt när jag donerar buffertar?",
+])
+def test_answer_and_more_repeat_no_paragraph(advisor, question):
+    """`answer` is read first and `more` after it (the CLI prints both): no paragraph is in both."""
+    ans = advisor.ask(question)
+    paragraphs = lambda text: {p.strip() for p in text.split("\n\n") if len(p.strip()) > 40}  # noqa: E731
+    assert ans.more and not paragraphs(ans.answer) & paragraphs(ans.more)
+    assert not any(p in ans.more for p in paragraphs(ans.answer))

@@ -80,6 +80,16 @@ def test_corrupt_store_is_a_clear_error(built):
     assert "error:" in proc.stderr and "jaxmem ingest --rebuild" in proc.stderr
 
 
+def test_the_terminal_shows_each_paragraph_once_and_json_says_its_version(built):
+    q = "Varför tar JAX 75 % av GPU-minnet när programmet startar?"
+    text = jaxmem("ask", q).stdout
+    paragraphs = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 40]
+    assert paragraphs and len(paragraphs) == len(set(paragraphs)), [p for p in paragraphs if paragraphs.count(p) > 1][:1]
+    out = json.loads(jaxmem("ask", q, "--json").stdout)
+    assert out["version"] == 2 and "lead" not in out and out["answer"] and out["more"]
+    assert out["answer"] in text and out["more"] in text
+
+
 def test_other_embedding_backend_is_a_clear_error(built):
     proc = jaxmem("ask", "How do I donate buffers?", env={"JAXMEM_EMBEDDINGS": "minilm"})
     assert proc.returncode == 1

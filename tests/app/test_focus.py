@@ -1,71 +1,147 @@
-"""The answer's opening (app/focus.py, pure functions) on a real card of the corpus."""
+"""The answer's opening and its rest (app/focus.py, app/compose.py: pure functions) on real cards."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from jaxmem.app.focus import opening
+import pytest
+
+from jaxmem.app.compose import compose_card_answer
+from jaxmem.app.focus import cut, opening, plain, scores
 from jaxmem.ingest.cards import CorpusLayout, load_card
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+LAYOUT = CorpusLayout(CORPUS)
 
 
 def card(topic: str, lang: str = "en"):
-    layout = CorpusLayout(CORPUS)
-    return load_card(layout.card_path(topic, lang), layout)
+    return load_card(LAYOUT.card_path(topic, lang), LAYOUT)
 
 
-def test_the_closest_section_alone_does_not_pull_its_units_into_the_opening():
-    # Retrieval found the caveats closest; the caveats that share nothing with the question
-    # (fragmentation, CPU and TPU) stay out, and the card's advice opens the answer.
-    units, block = opening(card("gpu-preallocation"), "Why does JAX take 75% of my GPU memory?", {"caveats": 2.0})
-    texts = [u.text for u in units]
-    assert units[0].section in ("summary", "what"), texts
-    assert not any("fragmentation; it makes it more likely" in t or "No effect on CPU" in t for t in texts), texts
-    assert block and "XLA_PYTHON_CLIENT_PREALLOCATE" in block
+def url(topic, lang):
+    return f"card?topic={topic}&lang={lang}"
 
 
-def test_a_unit_that_names_the_questions_identifier_leads():
-    units, _ = opening(card("gpu-preallocation"), "does XLA_PYTHON_CLIENT_PREALLOCATE work on TPU?", {})
-    assert any("XLA_PYTHON_CLIENT_PREALLOCATE" in u.text for u in units)
+def paragraphs(text: str) -> list[str]:
+    """Blocks of text between blank lines, as a reader sees them (code blocks whole, short labels
+    such as a section's heading left out)."""
+    blocks, current, fenced = [], [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        if not line.strip() and not fenced:
+            if current:
+                blocks.append("\n".join(current).strip())
+            current = []
+        else:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current).strip())
+    return [b for b in blocks if len(b) > 40 and not re.fullmatch(r"```\w*\n# \.\.\. \(continued.*", b)]
 
 
-def test_the_summary_opens_even_when_other_parts_match_the_question_better():
-    # The error text matches a caveat about non-memory causes best; the card's short answer, which
-    # names the fix (the memory fraction, preallocation), must still open the answer.
-    q = "`FAILED_PRECONDITION: DNN library initialization failed. Look at the errors above` at my first PRNGKey call"
-    units, _ = opening(card("cuda-init-failures"), q, {"caveats": 1.0})
-    assert units[0].section == "summary"
-    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" in units[0].text
-    assert len(units) > 1, "the parts that match the question follow the summary"
+def all_cards():
+    return sorted((CORPUS / "cards").glob("*/*.md"))
 
 
-def test_a_short_unit_that_answers_outranks_a_long_one_that_shares_common_words():
-    # "Do the allocator variables work on CPU?": the answer is the short caveat saying they have
-    # no effect there. A long caveat on misspelt allocator values shares more words with the
-    # question ("allocator", "platform", ...) only because it is long and those words are in
-    # every unit of this card; by length and word weight within the card the short one leads.
-    q = ("Memory allocation with CPU-only: are there configuration options like the GPU memory environment "
-         "variables when using only CPUs? Setting `XLA_PYTHON_CLIENT_ALLOCATOR=platform` doesn't help.")
-    units, _ = opening(card("gpu-allocator"), q, {"caveats": 2.0})
-    opening_text = "\n\n".join(u.text for u in units).lower()
-    assert "no effect on cpu" in opening_text, opening_text
+@pytest.mark.parametrize("path", all_cards()[::7], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_cutting_a_card_loses_nothing(path):
+    """Every section's pieces join back into its text: what the opening does not show is in the rest."""
+    c = load_card(path, LAYOUT)
+    pieces = cut(c).pieces
+    for sec in c.sections:
+        assert "".join(text for _, text in pieces[sec.key]) == sec.text, sec.key
+
+
+QUESTIONS = [
+    ("oom-debugging", "I get RESOURCE_EXHAUSTED on 2 GPUs although there is enough free memory on the cards."),
+    ("gpu-preallocation", "Why does JAX take 75% of my GPU memory?"),
+    ("gpu-allocator", "Do the XLA_PYTHON_CLIENT_ALLOCATOR variables work on CPU?"),
+    ("host-callbacks", "Does jax.pure_callback keep jit's fast dispatch path?"),
+    ("pallas-vmem", "TPUCompilerParams is gone after upgrading jax, what replaced it?"),
+]
+
+
+@pytest.mark.parametrize("topic,question", QUESTIONS)
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_opening_and_the_rest_repeat_nothing_and_lose_nothing(topic, question, lang):
+    c = card(topic, lang)
+    answer, more = compose_card_answer(c, question, url, citations=[], seed_claims=[])
+    shown, rest = paragraphs(answer), paragraphs(more)
+    assert shown and rest
+    repeated = [p for p in shown if any(p in r or r in p for r in rest)]
+    assert not repeated, repeated[:2]
+    # every part of the card is in one of the two, exactly once
+    both = answer + "\n" + more
+    for u in cut(c).units:
+        line = plain(u.text).split("\n")[0]
+        line = re.sub(r"\]\(\.\./([a-z0-9-]+)/([a-z]{2})\.md\)", lambda m: f"]({url(m.group(1), m.group(2))})", line)
+        assert both.count(line) == 1, (u.section, line[:80], both.count(line))
+
+
+def test_the_summary_opens_and_the_part_naming_the_asked_identifier_follows():
+    c = card("gpu-preallocation")
+    answer, _ = compose_card_answer(c, "does XLA_PYTHON_CLIENT_PREALLOCATE work on TPU?", url)
+    body = answer.split("\n\n", 1)[1].lstrip()
+    assert body.startswith(c.meta.summary.strip()[:60])
+    case = answer.index("**In your case:**")
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" in answer[case:case + 400]
+
+
+def test_the_part_for_this_case_is_labelled_in_the_cards_language():
+    answer, _ = compose_card_answer(card("gpu-preallocation", "sv"), "Fungerar XLA_PYTHON_CLIENT_PREALLOCATE på TPU?", url)
+    assert "**I ditt fall:**" in answer
+
+
+def test_an_identifier_in_one_part_of_the_card_picks_that_part():
+    # Every unit of this card speaks of allocators; the one naming the asked variable's value wins.
+    op = opening(card("gpu-allocator"), "What does TF_GPU_ALLOCATOR=cuda_malloc_async change?")
+    assert op.lead is not None and "cuda_malloc_async" in op.lead.text, op.lead
+
+
+def test_a_word_every_part_has_counts_less_than_a_rare_one():
+    c = card("gpu-allocator")
+    found = cut(c).units[1:]
+    common = scores(found, "allocator allocator allocator")
+    rare = scores(found, "cuda_malloc_async")
+    assert max(rare.values()) > max(common.values())
+
+
+def test_the_stored_question_retrieval_found_counts_as_part_of_the_question():
+    # The user's words barely meet the card's; the card's nearest stored question says it in the
+    # card's own words, and the part that answers it scores higher with it.
+    c = card("gpu-preallocation")
+    found = cut(c).units[1:]
+    asked = next(q for q in c.meta.questions if "after `import jax`" in q)
+    right = next(u for u in found if "before `import jax`" in u.text)
+    q = "I changed the variable but nothing happened"
+    assert scores(found, q, (asked,))[right.order] > scores(found, q)[right.order]
+
+
+def test_a_long_code_block_is_split_between_the_opening_and_the_rest():
+    c = card("pallas-vmem")  # its first code block is longer than the opening shows
+    answer, more = compose_card_answer(c, "How much VMEM does a Pallas kernel get?", url)
+    block = re.search(r"```python\n.*?```", answer, re.S).group(0)
+    assert "# ... (continued in the rest of the card)" in block
+    continued = more.index("# ... (continued)")
+    head_lines = set(block.split("\n")[1:-2]) - {""}
+    tail = more[continued:more.index("```", continued)]
+    assert not head_lines & set(tail.split("\n")) - {""}
 
 
 def test_a_second_cards_pointer_is_one_sentence_and_leaves_room_for_the_answer():
     # When two cards fit alike the other card is named with the first sentence of its summary;
     # its whole summary pushed the CPU paragraph that answers this question past the first screen.
-    from jaxmem.app.compose import compose_lead
-
     q = ("Memory allocation with CPU-only: are there configuration options like the GPU memory environment "
          "variables? `XLA_PYTHON_CLIENT_ALLOCATOR=platform` doesn't get rid of `Resource exhausted` errors.")
     other = card("gpu-memory-fraction")
-    lead = compose_lead(card("gpu-allocator"), q, {}, lambda topic, lang: f"{topic}/{lang}", alternative=other)
+    answer, _ = compose_card_answer(card("gpu-allocator"), q, url, alternative=other)
     summary = other.meta.summary.strip()
     first = summary.split(". ")[0] + "."
     assert first != summary, "the test needs a summary of several sentences"
-    assert f"{other.meta.title}.** {first}\n" in lead
-    assert summary not in lead
-    assert "On CPU none of this applies" in lead[:800], lead[:900]
+    assert f"{other.meta.title}.** {first}\n" in answer
+    assert summary not in answer
+    assert "On CPU none of this applies" in answer[:800], answer[:900]
 
 
 def test_first_sentence_ends_at_a_full_stop_not_inside_a_number_or_version():

@@ -115,7 +115,7 @@ def test_answers_show_the_recorded_verifier_evidence(full_advisor):
     assert ans.citations[0].card == "buffer-donation"
     ev = ans.citations[0].evidence
     assert ev and ev["backend"] and ev["summary"].startswith(f"verified on {ev['backend']}, jax ")
-    assert ev["summary"] in ans.answer
+    assert ev["summary"] in ans.more
 
 
 @pytest.mark.parametrize("gap", [0.0, 1.0])
@@ -132,7 +132,7 @@ def test_two_cards_that_fit_alike_both_open_the_answer(full_advisor, monkeypatch
     ans = full_advisor.ask("How do I free GPU memory that JAX still holds after my loop?")
     assert not ans.abstained and len(ans.citations) > 1
     second = ans.citations[1]
-    shown = f"If it is rather about: {second.title}." in ans.lead
-    assert shown == (gap <= AMBIGUOUS_INTENT_GAP), ans.lead[:600]
+    shown = f"If it is rather about: {second.title}." in ans.answer
+    assert shown == (gap <= AMBIGUOUS_INTENT_GAP), ans.answer[:600]
     if shown:
-        assert ans.lead.index(ans.citations[0].summary.strip()[:60]) < ans.lead.index(second.title)
+        assert ans.answer.index(ans.citations[0].summary.strip()[:60]) < ans.answer.index(second.title)

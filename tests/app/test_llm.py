@@ -73,6 +73,7 @@ def test_llm_answer_citing_retrieved_cards_is_used(llm):
     ans = advisor.ask(Q)
     assert ans.composer == "llm:openai/test-model"
     assert ans.answer.startswith("JAX förallokerar") and [c.card for c in ans.citations] == ["gpu-preallocation"]
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" in ans.more and "Källor" in ans.more  # the card, folded after it
     path, body = fake.requests[0]
     assert path == "/v1/chat/completions" and body["model"] == "test-model"
     prompt = json.dumps(body["messages"], ensure_ascii=False)
@@ -83,7 +84,7 @@ def test_llm_answer_citing_an_unretrieved_card_is_discarded(llm):
     fake, advisor = llm
     fake.reply = "Use sharding [sharding-memory]."
     ans = advisor.ask(Q)
-    assert ans.composer == "offline" and "Källor" in ans.answer
+    assert ans.composer == "offline" and "Källor" in ans.more
     assert any("cited cards retrieval did not return" in n for n in ans.notes)
 
 
