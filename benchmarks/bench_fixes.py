@@ -127,7 +127,7 @@ def line(t: dict, s: dict, m: dict | None) -> list[str]:
     runs = f"{'yes' if run['runs_before'] else 'no'} -> {'yes' if run['runs_after'] else 'no'}"
     same = "-" if run.get("output_same") is None else "same" if run["output_same"] else (
         f"subset ({run['output_lines'][1]} of {run['output_lines'][0]} lines)" if run.get("output_subset")
-        else "differs")
+        else "differs (only the last 4,000 chars kept)" if run.get("output_subset") is None else "differs")
     if t["deterministic"] is not None:
         same += " (deterministic)" if t["deterministic"] else " (not deterministic)"
     judged = [r for r in run["rows"] if r.get("expect") and r["verdict"] not in ("not measurable here",)]

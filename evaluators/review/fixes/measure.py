@@ -21,6 +21,10 @@ MiB = 1 << 20
 RSS_NOISE_FLOOR = 20 * MiB
 RSS_NOISE_FRACTION = 0.05
 
+# A run's record keeps the last 4,000 characters of stdout (evaluators/verify/api.py): longer output is
+# compared on its tail only.
+OUTPUT_KEPT = 4000
+
 CONFIRMED = "confirmed"
 NOT_CONFIRMED = "not confirmed"
 NOT_MEASURABLE = "not measurable here"
@@ -177,10 +181,12 @@ def judge(before: list[dict], after: list[dict], codes: Iterable[str]) -> FixRun
     if run.runs_before and run.runs_after and all("stdout" in r for r in before + after):
         run.output_same = all((b.get("stdout") or "") == (a.get("stdout") or "") for b, a in zip(before, after))
         if not run.output_same:
-            b_lines, a_lines = (before[0].get("stdout") or "").splitlines(), (after[0].get("stdout") or "").splitlines()
+            b_out, a_out = before[0].get("stdout") or "", after[0].get("stdout") or ""
+            b_lines, a_lines = b_out.splitlines(), a_out.splitlines()
             run.output_lines = (len(b_lines), len(a_lines))
-            rest = iter(b_lines)
-            run.output_subset = all(any(line == other for other in rest) for line in a_lines)
+            if len(b_out) < OUTPUT_KEPT and len(a_out) < OUTPUT_KEPT:
+                rest = iter(b_lines)
+                run.output_subset = all(any(line == other for other in rest) for line in a_lines)
     wanted = expected(codes)
     for metric in ORDER:
         label, _unit, noise, measurable = METRICS[metric]
@@ -298,6 +304,8 @@ def output_text(run: FixRun) -> str:
     n_before, n_after = run.output_lines or (0, 0)
     if run.output_subset:
         return f"differs: {n_after} of its {n_before} lines, in order (the rest not printed)"
+    if run.output_subset is None:
+        return f"differs (compared on the last {OUTPUT_KEPT:,} characters, all a run keeps)"
     return f"differs ({n_before} -> {n_after} lines)"
 
 
