@@ -88,6 +88,12 @@ class JitCreatedInLoop(Rule):
         elif node in ctx.analysis.jitted_defs and ctx.host_loop:
             ctx.report(self, node, maker="@" + _short(ctx.analysis.jitted_defs[node].maker),
                        what=f"`{node.name}`, defined inside the loop")
+        elif node in ctx.analysis.jitted_defs and self._runs_again(node.name, ctx):
+            # A `@jax.jit` def inside a method (or a per-step function) that uses it: every call of
+            # the outer function defines, traces and compiles it again.
+            ctx.report(self, node, message=self.call_message, fix=self.call_fix,
+                       maker="@" + _short(ctx.analysis.jitted_defs[node].maker), what=f"`{node.name}`, defined here",
+                       fn=getattr(ctx.scope.node, "name", "lambda"), sure=ctx.per_step_body)
 
     @staticmethod
     def _rebuilt_per_call(node: ast.Call, ctx: Ctx) -> bool:
@@ -100,17 +106,25 @@ class JitCreatedInLoop(Rule):
             return False
         parent = ctx.parent
         if isinstance(parent, ast.Call) and parent.func is node:
-            used = True  # `jax.jit(f)(x)`
-        elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
-            name = parent.targets[0].id
+            return JitCreatedInLoop._runs_again(None, ctx)  # `jax.jit(f)(x)`
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+            return JitCreatedInLoop._runs_again(parent.targets[0].id, ctx)
+        return False
+
+    @staticmethod
+    def _runs_again(name: str | None, ctx: Ctx) -> bool:
+        """The enclosing function uses the jitted function `name` (None: used where it is made),
+        does not hand it back, has no loop of its own, and runs again and again (a method, a
+        function a loop calls, one a host loop calls every step)."""
+        scope = ctx.scope
+        fn = scope.node
+        if ctx.loops or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or scope.has_loops:
+            return False
+        if name is not None:
             used = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
                        for n in ast.walk(fn))
-            if any(isinstance(n, ast.Return) and _hands_back(n.value, name) for n in ast.walk(fn)):
-                return False  # a factory: the caller keeps what it returns
-        else:
-            return False
-        if not used:
-            return False
+            if not used or any(isinstance(n, ast.Return) and _hands_back(n.value, name) for n in ast.walk(fn)):
+                return False  # unused here, or a factory: the caller keeps what it returns
         if ctx.per_step_body:
             return True
         called_in_loop = any(isinstance(c.func, ast.Name) and c.func.id == fn.name

@@ -36,6 +36,7 @@ import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
+from jaxmem.evaluators.review.semantic import clocks
 from jaxmem.evaluators.review.semantic.names import dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import is_sync, waits
 
@@ -80,6 +81,7 @@ class TimingWithoutBlockUntilReady(Rule):
                     ctx.report(self, node)
 
     def check_body(self, body: list[ast.stmt], ctx: Ctx) -> None:
+        self._helper_clocks(body, ctx)
         starts: dict[str, int] = {}
         for i, stmt in enumerate(body):
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
@@ -101,6 +103,37 @@ class TimingWithoutBlockUntilReady(Rule):
                     continue
                 del starts[name]
                 self._region(body, start, i, name, stmt, stop, ctx)
+
+    def _helper_clocks(self, body: list[ast.stmt], ctx: Ctx) -> None:
+        """Timers written as helpers: `timer.tick("train")` ... `timer.tock("train")` (two calls
+        that read the clock, on the same object and label), and `with tracker.record_time("x"):`
+        (a context manager that reads it around its block). The region between them is timed."""
+        a, scope = ctx.analysis, ctx.scope
+        open_at: dict[tuple, int] = {}
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    if clocks.clock_block(a, item.context_expr, scope):
+                        self._timed(stmt.body, item.context_expr, ctx)
+                        break
+                continue
+            call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+            if call is None or not isinstance(call.func, ast.Attribute) or a.qualname(call.func) is not None:
+                continue
+            if not clocks.clock_call(a, call, scope):
+                continue
+            label = call.args[0].value if call.args and isinstance(call.args[0], ast.Constant) else None
+            key = (ast.unparse(call.func.value), label)
+            if key in open_at and call.func.attr != body[open_at[key]].value.func.attr:
+                self._timed(body[open_at.pop(key) + 1:i], call, ctx)
+            else:
+                open_at[key] = i
+
+    def _timed(self, stmts: list[ast.stmt], at: ast.AST, ctx: Ctx) -> None:
+        """A region timed by a helper: dispatch-only when it runs JAX work and nothing waits."""
+        runs, waited, _jitted = self._scan(stmts, ctx)
+        if runs and not waited:
+            ctx.report(self, at, sure=any(info.exact for info in self._jit_infos(stmts, ctx)))
 
     def _region(self, body: list[ast.stmt], start: int, i: int, name: str, stmt: ast.stmt, stop: ast.AST,
                 ctx: Ctx) -> None:

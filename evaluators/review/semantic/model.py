@@ -178,6 +178,16 @@ class Analysis(CallablesMixin, KindsMixin):
                 return cls
         return None
 
+    def constructor_of(self, recv: ast.Name, scope: Scope) -> str | None:
+        """`timer = utils.Timer()`: the qualified name of the imported class a receiver was made
+        from (for facts of its methods in another file of the tree)."""
+        for b in self._reaching_all(recv.id, scope, pos(recv)):
+            if b.how == "assign" and b.index is None and isinstance(b.value, ast.Call):
+                q = self.qualname(b.value.func)
+                if q is not None:
+                    return q
+        return None
+
     def _reaching_all(self, name: str, scope: Scope, p) -> list[Binding]:
         s: Scope | None = scope
         while s is not None:

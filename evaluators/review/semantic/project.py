@@ -30,6 +30,8 @@ class FunctionFacts:
     trains: bool  # takes gradients or applies an optimizer (in its body or one call deep)
     makes_jit: JitInfo | None = None  # a factory: the jitted callable it returns
     jit_maker: JitInfo | None = None  # a jit decorator maker: `pmap = functools.partial(jax.pmap, ...)`
+    reads_clock: bool = False  # its body reads the time (a timer helper: `tick`, `tock`)
+    clock_context: bool = False  # a context manager that times its block
 
 
 class Project:
@@ -110,8 +112,12 @@ class Project:
         return self._suffix[dotted]
 
     def function(self, qualname: str) -> FunctionFacts | None:
+        """Facts of `pkg.mod.f`, or of a method `pkg.mod.Class.m` (recorded as `Class.m`)."""
         module, _, name = qualname.rpartition(".")
         found = self._module_for(module) if module else None
+        if found is None and module.count("."):
+            module, _, cls = module.rpartition(".")
+            found, name = self._module_for(module), f"{cls}.{name}"
         if found is None:
             return None
         if found not in self._facts:
@@ -124,6 +130,7 @@ class Project:
 def _module_facts(path: str, module: str, project: Project) -> dict[str, FunctionFacts] | None:
     from jaxmem.evaluators.review import semantic
     from jaxmem.evaluators.review.astutil import parse
+    from jaxmem.evaluators.review.semantic import clocks
     from jaxmem.evaluators.review.semantic.training import trains
     from jaxmem.evaluators.review.semantic.walk import At
 
@@ -139,6 +146,18 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     a = semantic.build(tree, text.splitlines(), module=module, project=project)
     scope = a.module_scope
     out: dict[str, FunctionFacts] = {}
+    for name, bindings in scope.bindings.items():  # timer helpers: methods of the module's classes
+        b = bindings[-1]
+        cls = a.classes.get(b.node) if b.how == "class" else None
+        if cls is None:
+            continue
+        enter, leave = cls.methods.get("__enter__"), cls.methods.get("__exit__")
+        for mname, m in cls.methods.items():
+            if clocks.reads_clock(a, m):
+                out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, reads_clock=True,
+                                                       clock_context=clocks.is_context_clock(a, m))
+        if enter is not None and leave is not None and clocks.reads_clock(a, enter) and clocks.reads_clock(a, leave):
+            out[name] = FunctionFacts(None, None, None, False, clock_context=True)
     for name, bindings in scope.bindings.items():
         b = bindings[-1]
         if b.how == "def" and isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -146,7 +165,8 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             inner = a.scopes.get(fn)
             out[name] = FunctionFacts(
                 jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
-                trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None))
+                trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None),
+                reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:

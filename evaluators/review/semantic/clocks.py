@@ -1,0 +1,98 @@
+"""Clocks: the calls and blocks that read the time, also through helpers a project writes.
+
+Scripts time work with `time.time()` pairs, but also with helpers: a `Timer` whose `tick("train")`
+and `tock("train")` read the clock, a `@contextmanager` that reads it before and after its `yield`
+(`with tracker.record_time("step"):`), a class whose `__enter__`/`__exit__` do. A helper is a clock
+when its own body reads one (one call deep), wherever it is defined: in this module, or in another
+file of the reviewed tree (project.py records it there).
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.scopes import Scope
+
+TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time",
+                    "time.perf_counter_ns", "time.time_ns", "time.monotonic_ns", "timeit.default_timer"})
+CONTEXT_MANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def reads_clock(a: Analysis, fn: ast.AST, depth: int = 0) -> bool:
+    """The function's own statements read a clock, or call a local function that does."""
+    if not isinstance(fn, _FUNCS):
+        return False
+    memo = a.memo.setdefault("reads_clock", {})
+    if fn not in memo:
+        memo[fn] = False
+        scope = a.scopes.get(fn)
+        for n in _own_calls(fn):
+            if a.qualname(n.func) in TIMERS:
+                memo[fn] = True
+                break
+            if depth == 0 and scope is not None and reads_clock(a, a.resolve_def(n.func, scope), 1):
+                memo[fn] = True
+                break
+    return memo[fn]
+
+
+def is_context_clock(a: Analysis, fn: ast.AST) -> bool:
+    """A `@contextmanager` generator that reads the clock around its `yield`."""
+    return (isinstance(fn, _FUNCS) and reads_clock(a, fn)
+            and any((a.qualname(d) or getattr(d, "id", "")) in CONTEXT_MANAGER for d in fn.decorator_list)
+            and any(isinstance(n, ast.Yield) for n in ast.walk(fn)))
+
+
+def clock_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
+    """The call reads the clock: a clock itself, or a helper (local, a method of a local class,
+    or one of another file of the tree) whose body reads one."""
+    q = a.qualname(call.func)
+    if q in TIMERS:
+        return True
+    fn = a.resolve_def(call.func, scope)
+    if fn is not None:
+        return reads_clock(a, fn) and not is_context_clock(a, fn)
+    facts = _project_method(a, call.func, scope)
+    return facts is not None and facts.reads_clock and not facts.clock_context
+
+
+def clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:
+    """`with <expr>:` times its body: a clock context manager (local or of the tree), or an
+    instance of a class whose `__enter__` and `__exit__` read the clock (`with Timer():`)."""
+    if not isinstance(expr, ast.Call):
+        return False
+    fn = a.resolve_def(expr.func, scope)
+    if fn is not None:
+        return is_context_clock(a, fn)
+    cls = a.local_class(expr.func)
+    if cls is not None:
+        return all(reads_clock(a, cls.methods.get(m)) for m in ("__enter__", "__exit__"))
+    facts = _project_method(a, expr.func, scope)
+    return facts is not None and facts.clock_context
+
+
+def _project_method(a: Analysis, func: ast.AST, scope: Scope):
+    """Facts of a function or method defined in another file of the tree: `utils.tick(...)`, or
+    `timer.tock(...)` on `timer = Timer()` where `Timer` is imported from there."""
+    if a.project is None:
+        return None
+    q = a.qualname(func)
+    if q is not None:
+        return a.project.function(q)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        cls = a.constructor_of(func.value, scope)
+        if cls is not None:
+            return a.project.function(f"{cls}.{func.attr}")
+    return None
+
+
+def _own_calls(fn: ast.AST):
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            yield n
+        stack.extend(ast.iter_child_nodes(n))
