@@ -159,7 +159,8 @@ class _Run:
         else:  # a loop inside a library call: per run of the line
             count = f"{stats.get('per_run', 0):g}"
             steps_with, steps_text = stats.get("runs_of_line", 1), stats.get("runs_of_line", 1)
-        how = ", ".join(stats.get("how", {}))[:60] or rule.what
+        names = list(stats.get("how", {}))   # most frequent first
+        how = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "") or rule.what
         nbytes = stats.get("bytes")
         shown = stats.get("total", 0) - stats.get("bytes_not_shown", 0)
         byte_text = (f" ({_size(nbytes / shown)} each" + (" where JAX shows the shape" if shown < stats["total"] else "")

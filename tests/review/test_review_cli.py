@@ -133,9 +133,14 @@ def test_run_attaches_measurements(files: Path, monkeypatch):
 def test_run_with_the_real_verifier(files: Path):
     res = CliRunner().invoke(command, ["--run", str(files / "toy.py"), "--format", "json", "--show-possible"])
     doc = json.loads(res.output)
-    (finding,) = doc["findings"]
+    finding = next(f for f in doc["findings"] if f["code"] == "JM101")
     # The loop reads x 100 times on the host: the verifier must see those syncs at line 4.
     assert finding["measured"]["host_syncs_at_line"] == 100, finding["measured"]
+    assert finding["runtime"]["status"] == "confirmed" and finding["runtime"]["per_step"]["host_syncs"] == 1.0
+    # `jnp.ones(3)` sends its fill value to the device on every step, which no rule flags: measured.
+    (measured,) = [f for f in doc["findings"] if f["code"] != "JM101"]
+    assert (measured["code"], measured["line"], measured["runtime"]["per_step"]["implicit_h2d_transfers"]) == \
+        ("JM012", 3, 1.0)
 
 
 def test_a_missing_path_is_an_error_not_zero_findings(tmp_path):

@@ -156,6 +156,9 @@ def test_a_recompile_every_step_and_epochs_of_batches(tmp_path):
             for batch in range(6):
                 y = g(jnp.ones(3))
                 print(float(y[0]))
+        import numpy as np
+        for k in range(4):
+            z = jax.device_put(np.ones(2, np.float32))
         '''))
     result = verify_script(script)
     assert result["ok"], result["error"]
@@ -164,6 +167,9 @@ def test_a_recompile_every_step_and_epochs_of_batches(tmp_path):
     syncs = metrics(result["attribution"], 11)["host_syncs"]
     # The step is the batch loop (12 iterations over both epochs), not the epoch loop.
     assert syncs["loop"] == "loops.py:9" and syncs["steady_steps"] == 11 and syncs["per_step"] == 1.0
+    put = metrics(result["attribution"], 14)
+    assert "implicit_h2d_transfers" not in put   # device_put's copies are the explicit ones
+    assert put["explicit_h2d_transfers"]["per_step"] == 1.0 and put["explicit_h2d_transfers"]["bytes"] == 32
 
 
 @pytest.mark.slow
