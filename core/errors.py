@@ -142,11 +142,16 @@ def friendly(fn):
         except Exception as exc:  # the last line of defence: no traceback reaches a user
             if isinstance(exc, ImportError) and (err := missing_extra(exc)) is not None:
                 fail(err)
-            # Read here, not from Settings: this also reports a failure to read the settings.
-            if os.environ.get("JAXMEM_DEBUG", "").lower() in ("1", "true", "yes", "on"):
+            if debugging():
                 raise
             click.echo(f"internal error: {type(exc).__name__}: {str(exc)[:300]}", err=True)
             click.echo("  Set JAXMEM_DEBUG=1 for the traceback and report it.", err=True)
             sys.exit(2)
 
     return wrapper
+
+
+def debugging() -> bool:
+    """JAXMEM_DEBUG is on: show tracebacks instead of one-line errors. Read here, not from
+    Settings, so that it also applies to a failure to read the settings."""
+    return os.environ.get("JAXMEM_DEBUG", "").lower() in ("1", "true", "yes", "on")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from jaxmem.core.errors import friendly
+from jaxmem.core.errors import debugging, friendly
 from jaxmem.evaluators.review import api, baseline, config, registry
 from jaxmem.evaluators.review.registry import SelectionError
 
@@ -23,10 +23,14 @@ def rules_table() -> str:
     measured = registry.measured_precision()
     rows = ["| code | name | topic | severity | default | precision on unseen code (sure) | message |",
             "|---|---|---|---|---|---|---|"]
-    for r in (*registry.all_rules(), *registry.measured_rules()):
+    static = registry.all_rules()
+    for r in (*static, *registry.measured_rules()):
         on = "on" if r.default else "opt-in"
-        rows.append(f"| {r.code} | {r.name} | {r.topic} | {r.severity} | {on} | {measured.get(r.code, 'not measured')} "
-                    f"| {r.message} |")
+        if r not in static:
+            shown = "a measurement, not a guess (`--run`)"
+        else:
+            shown = measured.get(r.code, "no sure finding there" if measured else "not measured")
+        rows.append(f"| {r.code} | {r.name} | {r.topic} | {r.severity} | {on} | {shown} | {r.message} |")
     note = measured.get("_reading")
     return "\n".join(rows) + "\n" + (f"\nPrecision: {note}\n" if note else "")
 
@@ -235,7 +239,7 @@ def _annotate_fixes(findings, interval: int) -> None:
     try:
         session.annotate_findings(findings, options=Options(interval))
     except Exception:  # the review stands without the marks
-        if os.environ.get("JAXMEM_DEBUG"):
+        if debugging():
             raise
 
 
