@@ -19,18 +19,22 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
-from langchain_core.documents import Document
 
 from jaxmem.core.errors import BackendMismatch, IndexMissing, JaxmemError
 from jaxmem.core.layout import writable_corpus
 from jaxmem.core.settings import Settings
+from jaxmem.ingest.backends import backend_name
 from jaxmem.ingest.cards import CorpusError, CorpusLayout, check_corpus, load_card, seed_id
-from jaxmem.ingest.embed import LazyEmbeddings, Progress, QuestionsAsQueries, backend_name
 from jaxmem.ingest.schema import load_scope
 from jaxmem.ingest.store import KINDS, Store, kind_of
-from jaxmem.ingest.vectors import Artifact, ArtifactFirst, artifact_path, compact, text_key, write
+
+if TYPE_CHECKING:  # LangChain loads only when chunks are made or synced: a no-op ingest needs none of it
+    from langchain_core.documents import Document
+
+    from jaxmem.ingest.vectors import Artifact
 
 # What shapes the chunk texts besides the corpus: a change here must re-sync even if no card changed.
 _CHUNKING_CODE = [Path(__file__).with_name(n) for n in ("cards.py", "chunk.py", "pipeline.py")]
@@ -94,6 +98,8 @@ def cached_embeddings(inner, settings: Settings, on_texts: Callable[[int], None]
     from langchain_classic.embeddings import CacheBackedEmbeddings
     from langchain_classic.storage import LocalFileStore
 
+    from jaxmem.ingest.embed import Progress, QuestionsAsQueries
+
     counting = Progress(inner, on_texts)
     store = LocalFileStore(str(settings.embed_cache_dir))
     namespace, questions = inner.name.replace("/", "_"), set(questions)
@@ -106,6 +112,8 @@ def cached_embeddings(inner, settings: Settings, on_texts: Callable[[int], None]
 
 
 def shipped_artifact(settings: Settings, backend: str) -> Artifact | None:
+    from jaxmem.ingest.vectors import Artifact, artifact_path
+
     art = Artifact.load(artifact_path(settings.corpus_dir, backend))
     return art if art is not None and art.model == backend else None
 
@@ -137,20 +145,25 @@ def ingest(settings: Settings | None = None, *, rebuild: bool = False, show_prog
 
 
 def _ingest(settings: Settings, *, rebuild: bool, show_progress: bool | None, embeddings) -> dict:
-    from langchain_core.indexing import index
-    from tqdm import tqdm
-
     started = time.perf_counter()
-    inner = embeddings or LazyEmbeddings(settings.embeddings)
+    name = embeddings.name if embeddings is not None else backend_name(settings.embeddings)
     store = Store(settings)
-    fingerprint = corpus_fingerprint(settings, inner.name)
+    fingerprint = corpus_fingerprint(settings, name)
     if not rebuild and store.fingerprint() == fingerprint:  # the fingerprint covers the backend too
         store.adopt()  # an index from before snapshots gets one (once)
         meta = store.metadata()
         chunks = int(meta.get("chunks") or 0)
         return {"added": 0, "updated": 0, "deleted": 0, "unchanged": chunks, "chunks": chunks, "embedded": 0,
-                "from_artifact": 0, "cards": int(meta.get("cards") or 0), "backend": inner.name,
+                "from_artifact": 0, "cards": int(meta.get("cards") or 0), "backend": name,
                 "store": store.location, "seconds": round(time.perf_counter() - started, 2), "noop": True}
+
+    from langchain_core.indexing import index
+    from tqdm import tqdm
+
+    from jaxmem.ingest.embed import LazyEmbeddings
+    from jaxmem.ingest.vectors import ArtifactFirst, text_key
+
+    inner = embeddings or LazyEmbeddings(settings.embeddings)
 
     docs = corpus_documents(settings.corpus_dir)
     artifact = shipped_artifact(settings, inner.name)
@@ -232,6 +245,9 @@ def embed_corpus(settings: Settings | None = None, show_progress: bool | None = 
     exist are dropped."""
     from tqdm import tqdm
 
+    from jaxmem.ingest.embed import LazyEmbeddings
+    from jaxmem.ingest.vectors import artifact_path, compact, text_key, write
+
     settings = settings or Settings()
     writable_corpus(settings.corpus_dir, "`jaxmem corpus embed`")  # never into an installed package
     started = time.perf_counter()
@@ -264,6 +280,8 @@ def check_vectors(settings: Settings | None = None, docs: list[Document] | None 
 
     Only the default backend ships vectors; another backend is checked only if the corpus has an
     artifact for it (otherwise ingest embeds everything, as it always did)."""
+    from jaxmem.ingest.vectors import Artifact, artifact_path, text_key
+
     settings = settings or Settings()
     name = backend_name(settings.embeddings)
     path = artifact_path(settings.corpus_dir, name)
