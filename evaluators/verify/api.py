@@ -155,6 +155,10 @@ def _run_result(run: SnippetRun, limits: Limits, script: Path | None) -> dict:
             **{k: run.values.get(k) for k in ("h2d_transfers", "implicit_h2d_transfers",
                                               "d2h_transfers", "host_syncs", "compile_count",
                                               "peak_rss", "device_peak_bytes", "wall_time")},
+            # Donation that took effect: bytes of donated inputs that calls consumed and XLA aliased to
+            # outputs (per device, summed over the run's calls), the calls, the largest call's bytes.
+            "alias_bytes": run.values.get("aliased_bytes"), "aliased_calls": run.values.get("aliased_calls"),
+            "alias_max_call_bytes": run.values.get("aliased_max_call_bytes"), "alias_error": run.alias_error,
             "host_sync_lines": attributed_sync_lines(attribution, script) if attribution is not None else sync_lines(run),
             # Per line of the user's code: syncs, transfers (bytes where JAX logs them) and compiles,
             # the first step apart from the steady ones; see evaluators/verify/attribution.py.

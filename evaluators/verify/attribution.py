@@ -9,6 +9,8 @@ transfer, with the thread that made it), and the probe's markers, each carrying 
     t:TID:CTX               the guard lines thread TID wrote since its last marker belong to CTX
     s:TID:CTX:HOW:BYTES:LIB a host sync (a read of a device value) at CTX, from library line LIB
     c:TID:CTX:LIB:FUN       a compilation at CTX
+    a:TID:CTX:BYTES:LIB:FUN a call of compiled program FUN at CTX that consumed BYTES of donated,
+                            aliased input (per device)
     l:HEADER:ACT:N          loop HEADER ran N iterations in frame activation ACT
 
 CTX is `SITE.ACT<SITE<SITE|HEADER.ACT.ITER,...`: the user's frames from the innermost out (the
@@ -43,7 +45,9 @@ ITEMSIZE = {"bool": 1, "int4": 0.5, "uint4": 0.5, "int8": 1, "uint8": 1, "int16"
 KINDS = {"host-to-device": "h2d", "device-to-host": "d2h", "device-to-device": "d2d"}
 # The metrics a line can carry, as the verifier names them (device_put's transfers are the explicit ones).
 METRIC_NAMES = {"sync": "host_syncs", "h2d": "implicit_h2d_transfers", "h2d_explicit": "explicit_h2d_transfers",
-                "d2h": "d2h_transfers", "d2d": "d2d_transfers", "compile": "compiles"}
+                "d2h": "d2h_transfers", "d2d": "d2d_transfers", "compile": "compiles",
+                # Calls whose donated inputs were aliased to outputs; their "bytes" are the aliased bytes.
+                "alias": "aliased_calls"}
 # A line outside the user's loops whose every run makes at least this many of one event has a loop
 # of its own inside the call (a library's): those are per-step costs of that loop.
 LIBRARY_LOOP_MIN = 10
@@ -59,11 +63,11 @@ class GuardCounts:
 
 @dataclass
 class Event:
-    kind: str                     # sync, h2d (implicit), h2d_explicit, d2h, d2d, compile
+    kind: str                     # sync, h2d (implicit), h2d_explicit, d2h, d2d, compile, alias
     ctx: str                      # the marker's context, parsed later
     explicit: bool = False
     nbytes: float | None = None
-    how: str = ""                 # syncs: the read (item, __float__, np.asarray, ...); compiles: the function
+    how: str = ""                 # syncs: the read (item, __float__, np.asarray, ...); compiles, alias: the function
     lib: int | None = None        # the library line between the user's line and JAX, as a site
 
 
@@ -174,6 +178,9 @@ def _event_marker(s: Stream, body: str, inside: bool, pending: dict[str, list[Ev
         elif kind == "c":
             _tid, ctx, lib, fun = rest.split(":")
             s.events.append(Event("compile", ctx, how=unquote(fun), lib=int(lib) if lib else None))
+        elif kind == "a":
+            _tid, ctx, nbytes, lib, fun = rest.split(":")
+            s.events.append(Event("alias", ctx, nbytes=int(nbytes), how=unquote(fun), lib=int(lib) if lib else None))
         else:
             s.problems.append(f"an unknown marker ({kind}) appeared on file descriptor 2")
     except ValueError:

@@ -17,6 +17,14 @@ the user's code that caused it, and after any user line during which something w
 a "trailing" marker naming that line, so the parent can put each guard line (a transfer) on the
 line that made it. Each marker also names the user's enclosing loops and their iteration, which
 separates the first (compiling) step from the steady steps (see `attribution.py`, the parent half).
+Donation that took effect is measured here too (`Hooks._install_aliasing`): every execution of a
+compiled program whose inputs XLA aliases to its outputs (`input_output_alias` of the compiled
+module, which is what `donate_argnums` asks for) counts the bytes of the aliased inputs that the
+call consumed (the donated array is deleted after it), per device as XLA's memory analysis counts
+them, and, when attributing, writes an event marker on the line of the user's code that made the
+call. Such programs run through JAX's Python dispatch path in the measured process (their C++ fast
+path would execute them where no hook sees it): a few tens of microseconds more per call, which
+only wall time (information, never judged) can show.
 Must stay importable without the rest of the project (only the standard library and jax).
 """
 from __future__ import annotations
@@ -27,6 +35,7 @@ import itertools
 import json
 import linecache
 import os
+import re
 import sys
 import threading
 import time
@@ -244,7 +253,7 @@ class Attribution:
         self.roots = tuple(os.path.join(os.path.realpath(r), "") for r in roots)
         self.probe_file = os.path.realpath(probe_file)
         self.active = False
-        self.counts = {"s": 0, "c": 0}
+        self.counts = {"s": 0, "c": 0, "a": 0, "ab": 0}   # syncs, compiles, aliased calls and their bytes
         self.ran: set[tuple[str, int]] = set()   # (file, line) of every user line that ran
         self.error: str | None = None             # why attribution stopped (a bug of the probe's)
         self._user: dict = {}
@@ -480,6 +489,17 @@ class Attribution:
                          f"{self._lib(lib)}")
         self._tl.pos = self._lseek(2, 0, os.SEEK_CUR)
 
+    def alias(self, frame, nbytes: int, fun_name: str) -> None:
+        """A call of a compiled program that consumed `nbytes` of donated, aliased input."""
+        user, lib = self._outside(frame)
+        if user is None:
+            return
+        self.flush(user)
+        self.counts["a"] += 1
+        self.counts["ab"] += nbytes
+        self.guard.event(f"a:{self._tid()}:{self.context(user)}:{nbytes}:{self._lib(lib)}:{quote(str(fun_name))}")
+        self._tl.pos = self._lseek(2, 0, os.SEEK_CUR)
+
     def compile(self, frame, fun_name: str) -> None:
         user, lib = self._outside(frame)
         if user is None:
@@ -500,6 +520,11 @@ class Hooks:
         self.active = False
         self.compiles = 0
         self.syncs: list[dict] = []
+        # Calls that consumed donated, aliased inputs: how many, their bytes, the largest call's,
+        # per compiled program; `alias_error` says why none could be measured (a JAX without the
+        # internals this reads).
+        self.aliased = {"calls": 0, "bytes": 0, "max_call_bytes": 0, "by_function": {}}
+        self.alias_error: str | None = None
         self._depth = threading.local()
         self._installed: list[tuple[object, str, object]] = []
 
@@ -566,6 +591,94 @@ class Hooks:
                 self.guard.mark(EXPLICIT_END)
                 self._depth.put = 0
         self._set(jax, "device_put", device_put)
+        try:
+            self._install_aliasing()
+        except Exception as e:  # another JAX's internals: the rest of the measurement stands
+            self.alias_error = f"donation cannot be measured with this JAX ({type(e).__name__}: {e})"
+
+    def _install_aliasing(self) -> None:
+        """Count the donated bytes each execution really aliased.
+
+        What a call aliased is read from the compiled program (the parameters its module aliases to
+        outputs, and their per-device shapes) and from the call (each such input's array was
+        consumed: deleted after the call). Everything read is bound now, before the snippet runs:
+        the snippet may rebind `ArrayImpl.is_deleted`, `nbytes` or the executable's methods, not
+        these references. Aliasing programs lose JAX's C++ fast path in this process, so that each
+        of their calls passes the hooks on the executable's `execute_sharded`/`execute` (which also
+        see code that executes a compiled program itself)."""
+        from collections import OrderedDict
+
+        from jax._src.array import ArrayImpl
+        from jax._src.interpreters import pxla
+        from jax._src.lib import _jax, hlo
+
+        hooks = self
+        getframe = sys._getframe
+        hlo_modules = _jax.LoadedExecutable.hlo_modules
+        to_string = hlo.HloModule.to_string
+        is_deleted = ArrayImpl.is_deleted
+        cache: OrderedDict = OrderedDict()   # id(executable) -> (executable, {param: bytes}, module name)
+
+        def program(executable) -> tuple:
+            key = id(executable)
+            hit = cache.get(key)
+            if hit is not None and hit[0] is executable:
+                cache.move_to_end(key)
+                return hit
+            params, name = {}, ""
+            try:
+                modules = hlo_modules(executable)   # a TypeError for anything but a real executable
+                if len(modules) == 1:
+                    text = to_string(modules[0])
+                    params = aliased_params(text)
+                    name = text[:200].split("\n", 1)[0].split(" ")[1].rstrip(",") if text.startswith("HloModule ") \
+                        else ""
+            except Exception:
+                pass
+            hit = cache[key] = (executable, params, name)   # held: its id is not reused while cached
+            if len(cache) > 256:
+                cache.popitem(last=False)
+            return hit
+
+        original_fastpath = pxla.MeshExecutableFastpathData
+
+        def fastpath(xla_executable, *args, **kwargs):
+            if program(xla_executable)[1]:
+                return None     # no C++ fast path: every call executes through the methods below
+            return original_fastpath(xla_executable, *args, **kwargs)
+
+        def counting(original):
+            # Every way Python executes a compiled program (JAX's dispatch, or code calling the
+            # executable itself); the arguments are the program's parameters, in order.
+            def execute(executable, arguments, *args, **kwargs):
+                _exe, params, name = program(executable) if hooks.active else (None, None, "")
+                if not params:
+                    return original(executable, arguments, *args, **kwargs)
+                watched = [(x, params[p]) for p, x in enumerate(arguments)
+                           if p in params and type(x) is ArrayImpl and not is_deleted(x)]
+                out = original(executable, arguments, *args, **kwargs)
+                consumed = sum(n for x, n in watched if is_deleted(x))
+                if consumed:
+                    hooks._record_alias(name, consumed, getframe(1))
+                return out
+            execute.__name__ = original.__name__
+            return execute
+
+        self._set(pxla, "MeshExecutableFastpathData", fastpath)
+        for method in ("execute_sharded", "execute"):
+            if hasattr(_jax.LoadedExecutable, method):
+                self._set(_jax.LoadedExecutable, method, counting(getattr(_jax.LoadedExecutable, method)))
+
+    def _record_alias(self, fun_name: str, nbytes: int, caller) -> None:
+        a = self.aliased
+        a["calls"] += 1
+        a["bytes"] += nbytes
+        a["max_call_bytes"] = max(a["max_call_bytes"], nbytes)
+        by = a["by_function"]
+        if fun_name in by or len(by) < 64:
+            by[fun_name] = by.get(fun_name, 0) + nbytes
+        if self.attribution is not None:
+            self.attribution.alias(caller, nbytes, fun_name)
 
     def _sync_wrapper(self, original, name: str, only_if=None, explicit: bool = False):
         hooks = self
@@ -607,6 +720,92 @@ class Hooks:
         line = frame.f_lineno
         source = linecache.getline(frame.f_code.co_filename, line).strip()
         self.syncs.append({"line": line, "source": source, "how": how})
+
+
+# Bytes per element of XLA's primitive types (sub-byte ones packed); unknown types count no bytes.
+_HLO_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4,
+                 "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "s4": 0.5, "u4": 0.5, "s2": 0.25,
+                 "u2": 0.25, "s1": 0.125, "u1": 0.125, "token": 0}
+
+
+def _hlo_section(header: str, key: str) -> str | None:
+    """The text between the braces after `key=` in an HLO module's header line, braces balanced."""
+    start = header.find(key + "={")
+    if start < 0:
+        return None
+    i = start + len(key) + 2
+    depth = 1
+    for j in range(i, len(header)):
+        c = header[j]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return header[i:j]
+    return None
+
+
+def _hlo_shape(text: str, i: int):
+    """One shape of an HLO layout from position i: bytes of an array, or a list for a tuple."""
+    while text[i] == " ":
+        i += 1
+    if text[i] == "(":
+        items = []
+        i += 1
+        while text[i] != ")":
+            item, i = _hlo_shape(text, i)
+            items.append(item)
+            while text[i] in ", ":
+                i += 1
+        return items, i + 1
+    j = text.index("[", i)
+    kind = text[i:j]
+    k = text.index("]", j)
+    n = 1
+    for d in text[j + 1:k].split(","):
+        d = d.strip().lstrip("<=")
+        if d:
+            n *= int(d) if d.isdigit() else 0
+    i = k + 1
+    if i < len(text) and text[i] == "{":     # the layout: {1,0}, {0:T(8,128)}, ...
+        depth = 0
+        while True:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+            if depth == 0:
+                break
+    size = _HLO_ITEMSIZE.get(kind)
+    if size is None and kind[:2] in ("f8", "f4", "f6"):
+        size = {"f8": 1, "f6": 0.75, "f4": 0.5}[kind[:2]]
+    return int(n * (size or 0)), i
+
+
+def aliased_params(hlo_text: str) -> dict[int, int]:
+    """{parameter: bytes per device} of the parameters a compiled module aliases to its outputs,
+    read from its header line: `input_output_alias={ {0}: (0, {}, may-alias) }` and
+    `entry_computation_layout={(f32[100]{0}, ...)->...}`."""
+    header = hlo_text.split("\n", 1)[0]
+    alias = _hlo_section(header, "input_output_alias")
+    layout = _hlo_section(header, "entry_computation_layout")
+    if not alias or not layout or not layout.startswith("("):
+        return {}
+    try:
+        shapes, _ = _hlo_shape(layout, 0)
+    except (ValueError, IndexError):
+        return {}
+    out: dict[int, int] = {}
+    for param, index in re.findall(r"\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*,\s*(?:may|must)-alias\s*\)", alias):
+        p = int(param)
+        if p >= len(shapes):
+            continue
+        shape = shapes[p]
+        for part in (x for x in index.split(",") if x.strip()):
+            shape = shape[int(part)] if isinstance(shape, list) and int(part) < len(shape) else 0
+        while isinstance(shape, list):       # a whole tuple parameter aliased: all its leaves
+            shape = sum(x if isinstance(x, int) else 0 for x in shape)
+        out[p] = out.get(p, 0) + shape
+    return out
 
 
 def _nbytes(value) -> int | None:
@@ -741,18 +940,21 @@ def run(config: dict, guard: Guard) -> dict:
             attribution.stop()
         hooks.active = guard.active = False
         if attribution is not None and not (hooks.intact() and guard.intact()):
-            guard.note("the code replaced one of the probe's hooks (a host read, device_put or the compile "
-                       "listener), so what it did there would not be counted")
+            guard.note("the code replaced one of the probe's hooks (a host read, device_put, the compile "
+                       "listener or the execution of donating programs), so what it did there would not be counted")
         guard.check_fd2()
         guard.mark(END)
     result["compile_count"] = hooks.compiles
     result["host_syncs"] = hooks.syncs
+    result["aliased"] = None if hooks.alias_error else dict(hooks.aliased)
+    result["alias_error"] = hooks.alias_error
     if attribution is not None:
         # What the probe wrote as markers: the parent checks the markers it read add up to these.
         ran: dict[str, list[int]] = {}
         for path, line in attribution.ran:
             ran.setdefault(path, []).append(line)
         result["attribution"] = {"syncs": attribution.counts["s"], "compiles": attribution.counts["c"],
+                                 "aliased_calls": attribution.counts["a"], "aliased_bytes": attribution.counts["ab"],
                                  "ran": {path: sorted(lines) for path, lines in ran.items()},
                                  "error": attribution.error}
     try:

@@ -78,6 +78,8 @@ def script_report(result: dict) -> str:
                        f"(loop {stats['loop']})"
             else:
                 text = f"{stats['total']} outside loops"
+            if metric == "aliased_calls" and stats.get("bytes") is not None:
+                text += f", {format_value(METRICS['alias_bytes'], stats['bytes'])} donated and aliased in all"
             lines.append(f"  {row['path']}:{row['line']}: {metric.replace('_', ' ')} {text}")
     for metric, n in (attribution.get("unattributed") or {}).items():
         lines.append(f"  not attributed to a line: {metric.replace('_', ' ')} {n}")

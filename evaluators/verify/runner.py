@@ -74,6 +74,7 @@ class SnippetRun:
     # Per-line costs (attribution.summarize) of an attributed run that was not tampered with.
     attribution: dict | None = None
     attribution_error: str | None = None   # why an attributed run has no per-line costs (a probe bug)
+    alias_error: str | None = None         # why donation (aliased bytes) cannot be measured with this JAX
 
     @property
     def ok(self) -> bool:
@@ -202,7 +203,8 @@ def _to_run(child: ChildRun, result: dict | None, baseline: SnippetRun | None, n
             # Counted, but with no frame of the user's code on the stack (another thread, a callback).
             missing = run.attribution["unattributed"]
             for name, n in (("compiles", (result.get("compile_count") or 0) - stream.markers["c"]),
-                            ("host_syncs", len(result.get("host_syncs") or []) - stream.markers["s"])):
+                            ("host_syncs", len(result.get("host_syncs") or []) - stream.markers["s"]),
+                            ("aliased_calls", ((result.get("aliased") or {}).get("calls") or 0) - stream.markers["a"])):
                 if n > 0:
                     missing[name] = missing.get(name, 0) + n
     return run
@@ -213,8 +215,16 @@ def _disagreement(stream: Stream, result: dict) -> list[str]:
     own list of host syncs to its sync markers: otherwise markers were faked, lost or removed."""
     wrote = result.get("attribution") or {}
     named = sum(1 for s in result.get("host_syncs") or [] if s.get("line") is not None)
+    # Donated bytes: the markers' own sum must be what the probe says it wrote, and no more than it
+    # counted in all (a count raised in memory, without its markers, does not add up).
+    marked_bytes = sum(int(e.nbytes or 0) for e in stream.events if e.kind == "alias")
+    aliased = result.get("aliased") or {}
+    unmarked_calls = aliased.get("calls", 0) - stream.markers["a"]   # made with no user frame (a thread)
+    unmarked_bytes = aliased.get("bytes", 0) - marked_bytes
     if (stream.markers["s"], stream.markers["c"]) != (wrote.get("syncs"), wrote.get("compiles")) \
-            or named != wrote.get("syncs"):
+            or named != wrote.get("syncs") \
+            or (stream.markers["a"], marked_bytes) != (wrote.get("aliased_calls", 0), wrote.get("aliased_bytes", 0)) \
+            or unmarked_calls < 0 or unmarked_bytes < 0 or (unmarked_calls == 0) != (unmarked_bytes == 0):
         return ["the probe's counts and the markers it wrote on file descriptor 2 disagree (markers were "
                 "faked, removed or lost)"]
     return []
@@ -273,11 +283,18 @@ def _measured(child: ChildRun, result: dict | None, baseline: SnippetRun | None,
     }
     for key in ("temp_bytes", "argument_bytes", "output_bytes", "alias_bytes", "hlo_chars"):
         values[key] = entry.get(key)
+    # Donation that took effect, over the whole run: the calls that consumed donated inputs XLA
+    # aliased to outputs, and those bytes (per device). None where this JAX cannot show it.
+    aliased = result.get("aliased")
+    values["aliased_calls"] = aliased.get("calls") if aliased else None
+    values["aliased_bytes"] = aliased.get("bytes") if aliased else None
+    values["aliased_max_call_bytes"] = aliased.get("max_call_bytes") if aliased else None
     if not error and child.reason():
         error = child.reason()
     return SnippetRun(values=values, device=device, error=error, traceback=result.get("traceback"),
                       syncs=result.get("host_syncs") or [], stdout=child.stdout, stderr=stderr,
-                      entry_error=result.get("entry_error"), guard=guard, child_wall_s=child.wall_s)
+                      entry_error=result.get("entry_error"), guard=guard, child_wall_s=child.wall_s,
+                      alias_error=result.get("alias_error"))
 
 
 _EMPTY = "# The empty snippet: the floor every count is measured against.\n"

@@ -12,8 +12,10 @@ from jaxmem.evaluators.verify.metrics import METRICS, format_value
 from jaxmem.evaluators.verify.verdicts import ERROR, NOT_MEASURABLE
 
 # The metrics a script run reports, in the order every front end lists them.
+# alias_bytes: for a script, the donated bytes its jitted calls consumed and XLA aliased, summed over
+# the calls (per device); for a pair, one call of its entry point.
 SCRIPT_METRICS = ("h2d_transfers", "implicit_h2d_transfers", "d2h_transfers", "host_syncs",
-                  "compile_count", "peak_rss", "wall_time")
+                  "compile_count", "alias_bytes", "peak_rss", "wall_time")
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ def script_rows(result: dict) -> list[MetricRow]:
             rows.append(MetricRow(label, "not measurable", f"{label}: not measurable (the code touched what "
                                   f"measures it: {'; '.join(tampered)})"))
         elif value is None:
-            rows.append(MetricRow(label, "not measurable", f"{label}: not measurable on {result.get('backend')}"))
+            why = result.get("alias_error") if name == "alias_bytes" else None
+            rows.append(MetricRow(label, "not measurable", f"{label}: {why or 'not measurable on ' + str(result.get('backend'))}"))
         else:
             shown = _fmt(name, value)
             rows.append(MetricRow(label, "measured", f"{label}: {shown}", after=value, after_text=shown))

@@ -122,3 +122,28 @@ def test_a_subprocess_writes_to_the_users_stderr_but_one_handed_fd2_is_tampering
     assert fake.strip() in results["polite"]["stderr"]
     assert_not_measurable(results["handed"], "started a process")
     assert_not_measurable(results["dup"], "os.dup on file descriptor 2")
+
+
+# ---- donated (aliased) bytes (the fix measured): true counts, or "not measurable" ----------------
+def test_faking_deleted_arrays_sizes_and_modules_leaves_the_true_zero(capsys):
+    """The probe reads what it bound before the code ran: rebinding `is_deleted`, `nbytes` and the
+    executable's `hlo_modules` changes nothing it counts (no donation: 0 bytes aliased)."""
+    result = attributed("fake_aliasing")
+    assert result["ok"] and result["tampered"] == []
+    assert (result["alias_bytes"], result["aliased_calls"]) == (0, 0)
+    assert not any(r["metrics"].get("aliased_calls") for r in result["attribution"]["lines"])
+    with capsys.disabled():
+        print("\n[tamper] is_deleted/nbytes/hlo_modules faked: 0 B aliased, as without the fakes")
+
+
+def test_putting_jaxs_own_dispatch_back_is_not_measurable():
+    """Donating calls that would run through the C++ fast path, unseen: not measurable."""
+    result = attributed("unhook_donation")
+    assert_not_measurable(result, "execution of donating programs")
+    assert result["alias_bytes"] is None and result["aliased_calls"] is None
+
+
+def test_raising_the_probes_alias_count_in_memory_is_not_measurable():
+    result = attributed("raise_alias_count")
+    assert_not_measurable(result, "disagree")
+    assert result["alias_bytes"] is None
