@@ -58,7 +58,20 @@ def plan(findings: Sequence[Finding], rules: Sequence[Rule], *, unsafe: bool, op
             out = fix_source(loaded.text, path, rules, unsafe=unsafe, options=options, show_possible=show_possible,
                              review=review)
         outcomes.append(out)
-    return outcomes
+    return _links_fixed_once(outcomes)
+
+
+def _links_fixed_once(outcomes: list[Outcome]) -> list[Outcome]:
+    """A symbolic link to a file that is reviewed under its own name too is one file: its fixes are
+    made (and counted) there, the link keeps no change of its own."""
+    own = {os.path.realpath(o.path) for o in outcomes if o.changed and not os.path.islink(o.path)}
+    out = []
+    for o in outcomes:
+        target = os.path.realpath(o.path)
+        if o.changed and os.path.islink(o.path) and target in own:
+            o = Outcome(o.path, o.before, o.before, notes=[f"a link to {target}, which is fixed under its own name"])
+        out.append(o)
+    return out
 
 
 def annotate_findings(findings: Sequence[Finding], *, options: Options = Options(),
@@ -110,17 +123,52 @@ def _cell_text(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else str(src)
 
 
-def write(outcomes: Sequence[Outcome]) -> list[str]:
+def write(outcomes: Sequence[Outcome], max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
     """Write the fixed files (only those that changed); returns the problems, one line each (a file
-    that cannot be written keeps its old text and says why)."""
+    that cannot be written keeps its old text and says why).
+
+    Only the reviewed files themselves are written, never another file through them: the files
+    come from the review (the paths named, and the files found under the folders named, whose walk
+    follows no link to a folder), and here a file that is a symbolic link is not written through
+    (its target may lie anywhere; where the target is reviewed too, it is fixed under its own name),
+    nor one with other hard links (they would change too), nor one that changed since it was
+    reviewed (the fix was computed on the old text)."""
     problems = []
-    for o in outcomes:
-        if o.changed:
-            try:
-                Path(o.path).write_text(o.after, encoding="utf-8")
-            except OSError as exc:
-                problems.append(f"{o.path}: not written ({exc.strerror or exc}); its fixes are not applied")
+    changed = [o for o in outcomes if o.changed]
+    own = {os.path.realpath(o.path) for o in changed if not os.path.islink(o.path)}
+    for o in changed:
+        why = _not_writable(o, own, max_bytes)
+        if why == "":
+            continue        # a link to a file fixed under its own name
+        if why:
+            problems.append(f"{o.path}: not written ({why}); its fixes are not applied")
+            continue
+        try:
+            Path(o.path).write_text(o.after, encoding="utf-8")
+        except OSError as exc:
+            problems.append(f"{o.path}: not written ({exc.strerror or exc}); its fixes are not applied")
     return problems
+
+
+def _not_writable(o: Outcome, own: set[str], max_bytes: int) -> str | None:
+    """Why `o` must not be written (None: write it; "": skip it, nothing to say)."""
+    path = o.path
+    if os.path.islink(path):
+        target = os.path.realpath(path)
+        if target in own:
+            return ""
+        return (f"it is a symbolic link to {target}; a fix writes the reviewed file itself, never through a link: "
+                "review and fix the target instead")
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if st.st_nlink > 1:
+        return (f"it has {st.st_nlink - 1} other hard link{'s' if st.st_nlink > 2 else ''}, which writing it would "
+                "change too")
+    if inputs.read(path, max(max_bytes, st.st_size)).text != o.before:
+        return "it changed since it was reviewed; review it again"
+    return None
 
 
 def summary(outcomes: Sequence[Outcome], *, written: bool, unsafe: bool) -> str:

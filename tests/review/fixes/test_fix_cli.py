@@ -3,6 +3,7 @@ written, the [*] marks, JSON, bad input, and `--fix --run` with the run faked an
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,57 @@ def test_a_file_that_cannot_be_written_is_one_error_line(tree: Path, monkeypatch
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "timing.py: not written (Permission denied)" in res.output
     assert (tree / "timing.py").read_text() == TIMING
+
+
+# ---- only the reviewed files are written ---------------------------------------------------------
+def test_fix_never_writes_through_a_link_to_a_file_outside(tmp_path: Path):
+    """A link named on the command line is not written through: its target lies outside what was
+    reviewed. A link inside a reviewed folder to a file of that folder: the file is fixed under its
+    own name, the link stays a link."""
+    outside, project = tmp_path / "outside", tmp_path / "project"
+    outside.mkdir()
+    project.mkdir()
+    (outside / "timing.py").write_text(TIMING)
+    (project / "link.py").symlink_to(outside / "timing.py")
+    res = CliRunner().invoke(command, [str(project / "link.py"), "--fix"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "link.py: not written (it is a symbolic link to" in res.output
+    assert (outside / "timing.py").read_text() == TIMING and (project / "link.py").is_symlink()
+    (project / "link.py").unlink()
+    (project / "own.py").write_text(TIMING)
+    (project / "alias.py").symlink_to("own.py")
+    res = CliRunner().invoke(command, [str(project), "--fix"])
+    assert res.exit_code == 0 and "not written" not in res.output
+    assert "Fixed 3 findings (3 safe) in 1 file." in res.output and "alias.py: a link to" in res.output
+    assert "jax.block_until_ready((y, z))" in (project / "own.py").read_text()
+    assert (project / "alias.py").is_symlink() and os.readlink(project / "alias.py") == "own.py"
+    assert (outside / "timing.py").read_text() == TIMING
+
+
+def test_fix_never_writes_a_file_with_other_hard_links(tmp_path: Path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "timing.py").write_text(TIMING)
+    (tmp_path / "timing.py").hardlink_to(tmp_path / "elsewhere" / "timing.py")
+    res = CliRunner().invoke(command, [str(tmp_path / "timing.py"), "--fix"])
+    assert res.exit_code == 2 and "it has 1 other hard link, which writing it would change too" in res.output
+    assert (tmp_path / "elsewhere" / "timing.py").read_text() == TIMING
+
+
+def test_fix_never_writes_over_a_file_that_changed_since_it_was_reviewed(tmp_path: Path):
+    from jaxmem.evaluators.review import registry
+    from jaxmem.evaluators.review.fixes import session
+    from jaxmem.evaluators.review.fixes.apply import fix_source
+    from jaxmem.evaluators.review.fixes.base import Options
+
+    path = tmp_path / "timing.py"
+    path.write_text(TIMING)
+    out = fix_source(TIMING, str(path), registry.select([], []), unsafe=False, options=Options(100),
+                     show_possible=False)
+    assert out.changed
+    path.write_text(TIMING + "# edited meanwhile\n")
+    assert session.write([out]) == [f"{path}: not written (it changed since it was reviewed; review it again); "
+                                    "its fixes are not applied"]
+    assert path.read_text().endswith("# edited meanwhile\n")
 
 
 def test_fix_json(tree: Path):
