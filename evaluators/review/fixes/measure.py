@@ -10,6 +10,15 @@ evaluators/verify/metrics.py, kept equal by a test). Wall time is shown, never j
 
 "Per step" divides by the steps of the run's step loop: the loop that ran the most iterations in
 one call (the verifier's attribution names it); "-" where the run does not report it.
+
+A donation fix (JM401) is judged as the verifier's buffer-donation pair is: the bytes of donated
+inputs that the run's jitted calls consumed and XLA aliased to their outputs ("donated (aliased)
+bytes", per device, summed over the calls; the verifier's probe reads them from each compiled
+program and each call) should increase, 0 before and more after being "confirmed"; and peak RSS
+(device peak memory on GPU/TPU) should decrease. Without donation a call's old and new buffers
+coexist, so the saving to expect is about the bytes of the largest donating call: where that is
+below peak RSS's noise margin, the peak-RSS row says "not measurable here" (and no repeats are run
+for it) instead of "not confirmed", and the donation row decides.
 """
 from __future__ import annotations
 
@@ -37,6 +46,7 @@ METRICS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {   # name -> (label
     "d2h_transfers": ("device->host transfers", "count", "exact", ("gpu", "tpu")),
     "host_syncs": ("host sync points", "count", "exact", ("cpu", "gpu", "tpu")),
     "compile_count": ("compilations", "count", "exact", ("cpu", "gpu", "tpu")),
+    "alias_bytes": ("donated (aliased) bytes", "bytes", "exact", ("cpu", "gpu", "tpu")),
     "peak_rss": ("peak RSS", "bytes", "rss", ("cpu", "gpu", "tpu")),
     "device_peak_bytes": ("device peak memory", "bytes", "exact", ("gpu", "tpu")),
     "wall_time": ("wall time", "seconds", "info", ("cpu", "gpu", "tpu")),
@@ -51,7 +61,9 @@ EXPECTED: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
     "JM103": (("host_syncs", "decrease", ("cpu", "gpu", "tpu")), ("d2h_transfers", "decrease", ("gpu", "tpu"))),
     "JM204": (),          # the code runs at all: the "runs" row
     "JM301": (("compile_count", "decrease", ("cpu", "gpu", "tpu")),),
-    "JM401": (("peak_rss", "decrease", ("cpu",)), ("device_peak_bytes", "decrease", ("gpu", "tpu"))),
+    # Donation took effect (decides), and the memory it should save where the donated bytes could show.
+    "JM401": (("alias_bytes", "increase", ("cpu", "gpu", "tpu")), ("peak_rss", "decrease", ("cpu",)),
+              ("device_peak_bytes", "decrease", ("gpu", "tpu"))),
     # XLA_PYTHON_CLIENT_* act on GPU memory only; on CPU the move changes nothing measurable.
     "JM601": (("device_peak_bytes", "decrease", ("gpu",)),),
     # The timer now waits for the work (a wait, not a read of a value: no host sync is added).
@@ -134,8 +146,40 @@ def expected(codes: Iterable[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
     return out
 
 
-def needs_repeats(codes: Iterable[str], backend: str | None) -> bool:
-    return any(METRICS[m][2] == "rss" and backend in b for m, (_e, b) in expected(codes).items())
+def needs_repeats(codes: Iterable[str], backend: str | None, before: dict | None = None,
+                  after: dict | None = None) -> bool:
+    """Whether a noisy metric decides: one a fix should move on this backend, and (given the first
+    runs) one the fix could move beyond the noise at all."""
+    return any(METRICS[m][2] == "rss" and backend in b and not below_noise(m, before, after)
+               for m, (_e, b) in expected(codes).items())
+
+
+def donated_more(before: dict | None, after: dict | None) -> float | None:
+    """How many more bytes the after-run donated (aliased) than the before-run, in all; None where
+    either run does not report it."""
+    b, a = (before or {}).get("alias_bytes"), (after or {}).get("alias_bytes")
+    if b is None or a is None:
+        return None
+    return a - b
+
+
+def below_noise(metric: str, before: dict | None, after: dict | None) -> str | None:
+    """Why a change of `metric` cannot show here, or None. Peak RSS and a donation fix: without
+    donation a call's old and new buffers coexist, so the saving to expect is about the bytes the
+    largest call donated; below the noise margin a saving of that size cannot be told from noise."""
+    if metric != "peak_rss" or not before or not after or before.get("peak_rss") is None:
+        return None
+    more = donated_more(before, after)
+    largest = after.get("alias_max_call_bytes")
+    if more is None or more <= 0 or largest is None:
+        return None       # nothing more donated: peak RSS is judged (and the donation row says why)
+    margin = threshold(metric, [before["peak_rss"]])
+    if largest >= margin:
+        return None
+    calls = after.get("aliased_calls") or 0
+    return (f"the largest call donates {_fmt('alias_bytes', largest)} ({_fmt('alias_bytes', more)} more in the whole "
+            f"run, over {calls} call{'s' if calls != 1 else ''}); a saving of that size is below peak RSS's noise "
+            f"margin of {_fmt('peak_rss', margin)}, so it could not be told from noise")
 
 
 def threshold(metric: str, before: list[float]) -> float:
@@ -204,6 +248,8 @@ def judge(before: list[dict], after: list[dict], codes: Iterable[str]) -> FixRun
             row.before, row.before_runs = statistics.median(b), b
         if a and None not in a:
             row.after, row.after_runs = statistics.median(a), a
+        hidden = below_noise(metric, before[0] if before else None, after[0] if after else None) \
+            if expect and run.runs_before and run.runs_after else None
         if noise != "rss":
             if run.steps and row.before is not None:
                 row.per_step_before = row.before / run.steps
@@ -212,6 +258,12 @@ def judge(before: list[dict], after: list[dict], codes: Iterable[str]) -> FixRun
         if expect:
             if backend not in backends:
                 row.verdict, row.reason = NOT_MEASURABLE, f"not measurable on {backend}: declared for {', '.join(backends)}"
+            elif hidden:
+                row.verdict, row.reason = NOT_MEASURABLE, hidden
+            elif (row.before is None or row.after is None) and run.runs_before and run.runs_after:
+                # Both sides ran and were not tampered with: the runner could not measure this here.
+                why = next((r.get("alias_error") for r in before + after if r.get("alias_error")), None)
+                row.verdict, row.reason = NOT_MEASURABLE, why or f"{label}: not reported by this run"
             elif row.before is None or row.after is None:
                 row.verdict = ERROR
                 row.reason = "; ".join(f"{k}: {v}" for k, v in run.errors.items()) or f"{metric} was not measured"
@@ -244,7 +296,7 @@ def measure(run_before: Callable[[], dict], run_after: Callable[[], dict], codes
             out.append(fn())
         if i == 0:
             backend = before[0].get("backend") or after[0].get("backend")
-            total = max(1, repeats) if needs_repeats(codes, backend) else 1
+            total = max(1, repeats) if needs_repeats(codes, backend, before[0], after[0]) else 1
         if not (_ok(before[-1]) and _ok(after[-1])):
             break
         i += 1
@@ -276,6 +328,8 @@ def _per_step(metric: str, row: Row) -> str:
             return "-"
         if unit == "seconds":
             return f"{v * 1e3:.2f} ms"
+        if unit == "bytes":
+            return _fmt(metric, v)
         return f"{v:.3g}"
     return f"{one(row.per_step_before)} -> {one(row.per_step_after)}"
 
@@ -316,6 +370,9 @@ def format_table(run: FixRun, markdown: bool = False) -> str:
     reps = f", {run.repeats} runs per side" if run.repeats > 1 else ", one run per side (counts repeat exactly)"
     head = f"Fix measured {where}{reps}{steps}: {run.verdict}"
     notes = [f"{side}: {why}" for side, why in run.errors.items()] + run.notes
+    # Why a row a fix should move cannot show it here (beyond "not on this backend").
+    notes += [f"{r.label}: {r.reason}" for r in run.rows if r.expect and r.verdict == NOT_MEASURABLE and r.reason
+              and not r.reason.startswith("not measurable on ")]
     if markdown:
         out = [f"**{head}**", "", "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]

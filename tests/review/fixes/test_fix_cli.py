@@ -233,6 +233,48 @@ def test_fix_run_repeats_for_peak_rss(tmp_path: Path, monkeypatch):
     assert "donate_argnums=0" in (tmp_path / "don.py").read_text()
 
 
+def test_fix_run_confirms_a_small_donation_by_its_aliased_bytes(tmp_path: Path, monkeypatch):
+    """A donated state too small for peak RSS to show (4 MiB here, noise margin 20 MiB): the
+    aliased bytes decide, once per side; the peak-RSS row says why it cannot."""
+    (tmp_path / "don.py").write_text((CASES / "JM401" / "safe_made_for_the_loop.py").read_text())
+    seen = []
+
+    def fake_runner(path, **opts):
+        fixed = "donate_argnums" in Path(path).read_text()
+        seen.append(fixed)
+        r = _result(1)
+        r.update(alias_bytes=100 * (4 << 20) if fixed else 0, aliased_calls=100 if fixed else 0,
+                 alias_max_call_bytes=(4 << 20) if fixed else 0, peak_rss=(262 if fixed else 270) << 20,
+                 attribution={"loops": [{"path": "don.py", "line": 15, "iterations": 100, "most_in_one_run": 100}]})
+        return r
+
+    monkeypatch.setattr(review_cli, "runner", lambda: fake_runner)
+    monkeypatch.setenv("JAXMEM_VERIFY_REPEATS", "3")
+    res = run(str(tmp_path / "don.py"), "--diff", "--run", str(tmp_path / "don.py"))
+    assert seen == [False, True]
+    head = next(line for line in res.output.splitlines() if line.startswith("Fix measured"))
+    assert "one run per side" in head and head.endswith(": confirmed")
+    row = next(line for line in res.output.splitlines() if line.strip().startswith("donated (aliased) bytes"))
+    assert "0 B" in row and "400.0 MiB" in row and "0 B -> 4.0 MiB" in row and "confirmed (expected to increase)" in row
+    rss = next(line for line in res.output.splitlines() if line.strip().startswith("peak RSS  "))
+    assert "not measurable here" in rss
+    assert "peak RSS: the largest call donates 4.0 MiB" in res.output
+
+
+@pytest.mark.slow
+def test_fix_run_donation_with_the_real_verifier(tmp_path: Path):
+    """A JM401 fix run in the sandbox: no aliased bytes before, 4 MiB per step after."""
+    (tmp_path / "don.py").write_text((CASES / "JM401" / "safe_made_for_the_loop.py").read_text())
+    res = CliRunner().invoke(command, [str(tmp_path / "don.py"), "--diff", "--run", str(tmp_path / "don.py"),
+                                       "--format", "json"])
+    doc = json.loads(res.output)
+    rows = {r["metric"]: r for r in doc["fix_run"]["rows"]}
+    alias = rows["alias_bytes"]
+    assert (alias["before"], alias["after"], alias["per_step_after"]) == (0, 100 * 4 * 2**20, 4 * 2**20), alias
+    assert alias["verdict"] == "confirmed" and rows["peak_rss"]["verdict"] == "not measurable here"
+    assert doc["fix_run"]["verdict"] == "confirmed" and doc["fix_run"]["output_same"] is True
+
+
 @pytest.mark.slow
 def test_fix_run_with_the_real_verifier(tmp_path: Path):
     """The corpus's implicit-host-sync snippet, fixed and run in the sandbox: 200 syncs -> 1."""
