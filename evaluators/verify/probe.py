@@ -616,6 +616,8 @@ class Hooks:
         getframe = sys._getframe
         hlo_modules = _jax.LoadedExecutable.hlo_modules
         to_string = hlo.HloModule.to_string
+        memory_stats = _jax.LoadedExecutable.get_compiled_memory_stats
+        alias_size = _jax.CompiledMemoryStats.__dict__["alias_size_in_bytes"].__get__
         is_deleted = ArrayImpl.is_deleted
         cache: OrderedDict = OrderedDict()   # id(executable) -> (executable, {param: bytes}, module name)
 
@@ -626,8 +628,16 @@ class Hooks:
                 cache.move_to_end(key)
                 return hit
             params, name = {}, ""
+            # XLA's own total first: a program that aliases nothing is not printed (a large module's
+            # text would add to the very peak memory being measured).
             try:
-                modules = hlo_modules(executable)   # a TypeError for anything but a real executable
+                aliases = alias_size(memory_stats(executable))
+            except TypeError:
+                aliases = 0                          # not a real executable (one the code made up)
+            except Exception:
+                aliases = None                       # a backend without memory stats: read the text
+            try:
+                modules = hlo_modules(executable) if aliases != 0 else ()
                 if len(modules) == 1:
                     text = to_string(modules[0])
                     params = aliased_params(text)

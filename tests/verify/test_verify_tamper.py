@@ -126,14 +126,23 @@ def test_a_subprocess_writes_to_the_users_stderr_but_one_handed_fd2_is_tampering
 
 # ---- donated (aliased) bytes (the fix measured): true counts, or "not measurable" ----------------
 def test_faking_deleted_arrays_sizes_and_modules_leaves_the_true_zero(capsys):
-    """The probe reads what it bound before the code ran: rebinding `is_deleted`, `nbytes` and the
-    executable's `hlo_modules` changes nothing it counts (no donation: 0 bytes aliased)."""
+    """The probe reads what it bound before the code ran: rebinding `is_deleted`, `nbytes`, the
+    executable's `hlo_modules` and XLA's `alias_size_in_bytes` changes nothing it counts (no
+    donation: 0 bytes aliased)."""
     result = attributed("fake_aliasing")
     assert result["ok"] and result["tampered"] == []
     assert (result["alias_bytes"], result["aliased_calls"]) == (0, 0)
     assert not any(r["metrics"].get("aliased_calls") for r in result["attribution"]["lines"])
     with capsys.disabled():
         print("\n[tamper] is_deleted/nbytes/hlo_modules faked: 0 B aliased, as without the fakes")
+
+
+def test_hiding_a_donation_leaves_its_true_bytes():
+    """Donated arrays made to look alive, XLA's memory analysis and the module text made to show no
+    aliasing: the probe's bound references still see 20 calls of 4,000 bytes."""
+    result = attributed("hide_aliasing")
+    assert result["ok"] and result["tampered"] == []
+    assert (result["alias_bytes"], result["aliased_calls"], result["alias_max_call_bytes"]) == (80000, 20, 4000)
 
 
 def test_putting_jaxs_own_dispatch_back_is_not_measurable():
