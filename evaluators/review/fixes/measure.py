@@ -17,8 +17,9 @@ bytes", per device, summed over the calls; the verifier's probe reads them from 
 program and each call) should increase, 0 before and more after being "confirmed"; and peak RSS
 (device peak memory on GPU/TPU) should decrease. Without donation a call's old and new buffers
 coexist, so the saving to expect is about the bytes of the largest donating call: where that is
-below peak RSS's noise margin, the peak-RSS row says "not measurable here" (and no repeats are run
-for it) instead of "not confirmed", and the donation row decides.
+below peak RSS's noise margin, a peak RSS that does not drop beyond the margin is "not measurable
+here" instead of "not confirmed" (and the donation row decides); no repeats are run for it unless
+the first runs show a drop beyond the margin, which the repeats then confirm or not.
 """
 from __future__ import annotations
 
@@ -148,10 +149,20 @@ def expected(codes: Iterable[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 def needs_repeats(codes: Iterable[str], backend: str | None, before: dict | None = None,
                   after: dict | None = None) -> bool:
-    """Whether a noisy metric decides: one a fix should move on this backend, and (given the first
-    runs) one the fix could move beyond the noise at all."""
-    return any(METRICS[m][2] == "rss" and backend in b and not below_noise(m, before, after)
-               for m, (_e, b) in expected(codes).items())
+    """Whether a noisy metric decides: one a fix should move on this backend, unless (given the
+    first runs) the saving to expect is below its noise and the first runs show no change beyond it
+    either (then it is "not measurable here"; where they do show one, the repeats decide)."""
+    return any(METRICS[m][2] == "rss" and backend in b
+               and not (below_noise(m, before, after) and not _moved_beyond_noise(m, e, before, after))
+               for m, (e, b) in expected(codes).items())
+
+
+def _moved_beyond_noise(metric: str, expect: str, before: dict | None, after: dict | None) -> bool:
+    b, a = (before or {}).get(metric), (after or {}).get(metric)
+    if b is None or a is None:
+        return False
+    margin = threshold(metric, [b])
+    return a < b - margin if expect == "decrease" else a > b + margin
 
 
 def donated_more(before: dict | None, after: dict | None) -> float | None:
@@ -258,8 +269,6 @@ def judge(before: list[dict], after: list[dict], codes: Iterable[str]) -> FixRun
         if expect:
             if backend not in backends:
                 row.verdict, row.reason = NOT_MEASURABLE, f"not measurable on {backend}: declared for {', '.join(backends)}"
-            elif hidden:
-                row.verdict, row.reason = NOT_MEASURABLE, hidden
             elif (row.before is None or row.after is None) and run.runs_before and run.runs_after:
                 # Both sides ran and were not tampered with: the runner could not measure this here.
                 why = next((r.get("alias_error") for r in before + after if r.get("alias_error")), None)
@@ -271,7 +280,10 @@ def judge(before: list[dict], after: list[dict], codes: Iterable[str]) -> FixRun
                 margin = threshold(metric, b)
                 good = max(a) < min(b) - margin if expect == "decrease" else min(a) > max(b) + margin
                 row.verdict = CONFIRMED if good else NOT_CONFIRMED
-                if not good:
+                if not good and hidden:
+                    # A saving the size to expect could not have shown: not measurable, not a miss.
+                    row.verdict, row.reason = NOT_MEASURABLE, hidden
+                elif not good:
                     spread = f" by more than {margin / MiB:.0f} MiB" if margin else ""
                     row.reason = f"expected every after-run to {expect}{spread}: before {b}, after {a}"
         elif row.before is None and row.after is None:
