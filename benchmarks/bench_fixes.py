@@ -107,9 +107,23 @@ def _num(row: dict, key: str) -> str:
         return "-"
     if row["metric"] in ("peak_rss", "device_peak_bytes"):
         return f"{v / 2**20:.0f} MiB"
+    if row["metric"] == "alias_bytes":
+        for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if v >= size:
+                return f"{v / size:.1f} {unit}"
+        return f"{v:.0f} B"
     if row["metric"] == "wall_time":
         return f"{v:.2f} s"
     return f"{v:g}"
+
+
+def _moved(r: dict) -> str:
+    """One expected metric: before -> after (per step where the run reports it), and its verdict
+    where it is not the whole fix's (a row that cannot show its change here says so)."""
+    text = f"{r['label']} {_num(r, 'before')} -> {_num(r, 'after')}"
+    if r["metric"] == "alias_bytes" and r.get("per_step_after") is not None:
+        text += f" ({_num({**r, 'after': r['per_step_after']}, 'after')}/step)"
+    return text + (" (not measurable here)" if r["verdict"] == "not measurable here" else "")
 
 
 def line(t: dict, s: dict, m: dict | None) -> list[str]:
@@ -130,8 +144,11 @@ def line(t: dict, s: dict, m: dict | None) -> list[str]:
         else "differs (only the last 4,000 chars kept)" if run.get("output_subset") is None else "differs")
     if t["deterministic"] is not None:
         same += " (deterministic)" if t["deterministic"] else " (not deterministic)"
-    judged = [r for r in run["rows"] if r.get("expect") and r["verdict"] not in ("not measurable here",)]
-    metric = "; ".join(f"{r['label']} {_num(r, 'before')} -> {_num(r, 'after')}" for r in judged) or "-"
+    # Every metric a fix should move that this backend shows (a row not measurable here only where it
+    # was measured, e.g. peak RSS below its noise margin for a small donation).
+    shown = [r for r in run["rows"] if r.get("expect") and (r["verdict"] != "not measurable here"
+                                                               or r.get("before") is not None)]
+    metric = "; ".join(_moved(r) for r in shown) or "-"
     return [*cells, runs, same, metric, run["verdict"]]
 
 
