@@ -6,6 +6,10 @@ The first tests read HLO header lines and hand-written streams; the slow ones ru
 the sandbox, with and without `donate_argnums`."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -47,23 +51,31 @@ def test_aliased_parameters_and_their_bytes_come_from_the_module_header(header: 
 
 def test_aliased_bytes_match_xlas_own_memory_analysis():
     """The bytes read from the header are what `memory_analysis().alias_size_in_bytes` says (the
-    number the verifier's buffer-donation pair measures), per device."""
-    from functools import partial
+    number the verifier's buffer-donation pair measures), per device. In a child process: JAX's
+    threads in this one would make every later fork of the test session unsafe."""
+    code = textwrap.dedent("""\
+        import importlib.util, json, sys
+        from functools import partial
+        import jax, jax.numpy as jnp
+        spec = importlib.util.spec_from_file_location("probe", sys.argv[1])
+        probe = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe)
 
-    import jax
-    import jax.numpy as jnp
+        @partial(jax.jit, donate_argnums=(0, 1))
+        def step(params, opt, x):
+            return jax.tree.map(lambda p: p * 0.9 + x.sum(), params), opt + 1
 
-    @partial(jax.jit, donate_argnums=(0, 1))
-    def step(params, opt, x):
-        return jax.tree.map(lambda p: p * 0.9 + x.sum(), params), opt + 1
-
-    params = {"w": jnp.zeros((64, 32)), "b": jnp.zeros(32, jnp.bfloat16)}
-    compiled = step.lower(params, jnp.zeros(7, jnp.int32), jnp.ones(3)).compile()
-    text = compiled.runtime_executable().hlo_modules()[0].to_string()
-    found = probe.aliased_params(text)
+        params = {"w": jnp.zeros((64, 32)), "b": jnp.zeros(32, jnp.bfloat16)}
+        compiled = step.lower(params, jnp.zeros(7, jnp.int32), jnp.ones(3)).compile()
+        found = probe.aliased_params(compiled.runtime_executable().hlo_modules()[0].to_string())
+        print(json.dumps([sorted(found.values()), compiled.memory_analysis().alias_size_in_bytes]))
+        """)
+    out = subprocess.run([sys.executable, "-c", code, probe.__file__], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    found, xla = json.loads(out.stdout.strip().splitlines()[-1])
     # "b" comes back as float32 (bfloat16 + float32): no output of its type, so it cannot alias.
-    assert sum(found.values()) == compiled.memory_analysis().alias_size_in_bytes == 64 * 32 * 4 + 7 * 4
-    assert sorted(found.values()) == [7 * 4, 64 * 32 * 4]
+    assert sum(found) == xla == 64 * 32 * 4 + 7 * 4
+    assert found == [7 * 4, 64 * 32 * 4]
 
 
 # ---- the stream ------------------------------------------------------------------------------------
