@@ -155,6 +155,14 @@ def test_aliased_bytes_a_run_does_not_report_are_not_measurable_not_an_error():
     assert rows["peak_rss"].verdict == "confirmed" and run.verdict == "confirmed"
 
 
+def test_no_donation_row_for_a_fix_that_is_not_about_donation():
+    run = measure.judge([donation(0, host_syncs=200)], [donation(0, host_syncs=1)], ["JM101"])
+    assert "alias_bytes" not in {r.metric for r in run.rows} and run.verdict == "confirmed"
+    run = measure.judge([donation(0, host_syncs=200)], [donation(4000, 10, 400, host_syncs=1)], ["JM101"])
+    alias = next(r for r in run.rows if r.metric == "alias_bytes")
+    assert alias.verdict == "" and alias.after == 4000      # shown, for information
+
+
 def test_measure_runs_a_small_donation_once_per_side():
     order = []
 
