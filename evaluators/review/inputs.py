@@ -119,6 +119,8 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
             keep = []
             for name in sorted(dirnames):
                 full = (d / name).resolve()
+                if not full.is_relative_to(root):
+                    continue  # a link to a folder elsewhere (os.walk does not follow it anyway)
                 rel = full.relative_to(root).as_posix()
                 if name in SKIP_DIRS or _excluded(rel, name, list(exclude)) or _ignored(full, True, local):
                     continue
@@ -128,6 +130,11 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
                 if not name.endswith(PY_SUFFIXES):
                     continue
                 full = (d / name).resolve()
+                if not full.is_relative_to(root):
+                    # A symbolic link to a file outside the reviewed folder: not this tree's code.
+                    notes.append(Note(os.path.join(dirpath, name), "a link to a file outside the reviewed folder; "
+                                                                    "skipped (review its target by name to include it)"))
+                    continue
                 rel = full.relative_to(root).as_posix()
                 if _excluded(rel, name, list(exclude)) or _ignored(full, False, local):
                     continue

@@ -231,3 +231,16 @@ def test_compiler_warnings_about_reviewed_code_stay_quiet(tmp_path: Path, suffix
         warnings.simplefilter("always")
         review_paths([str(path)], jobs=1, show_possible=True)
     assert not [w for w in caught if issubclass(w.category, (SyntaxWarning, DeprecationWarning))]
+
+
+def test_a_link_to_a_file_outside_the_reviewed_folder_is_a_note_not_a_crash(tmp_path: Path):
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("import jax\n")
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.py").write_text("import jax\n")
+    (tree / "sub" / "link.py").symlink_to(outside)
+    (tree / "sub" / "dirlink").symlink_to(tmp_path, target_is_directory=True)
+    result = review_paths([str(tree)], jobs=1, show_possible=True)
+    assert result.errors == 0 and result.files == 1
+    assert any("outside the reviewed folder" in n.message for n in result.notes)
