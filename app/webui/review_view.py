@@ -95,7 +95,7 @@ def findings_table(findings: list[dict]) -> None:
 
 
 _WORDS = {"host_syncs": "host syncs", "implicit_h2d_transfers": "host->device", "explicit_h2d_transfers": "device_put",
-          "d2h_transfers": "device->host", "compiles": "compiles"}
+          "d2h_transfers": "device->host", "compiles": "compiles", "aliased_calls": "donated (aliased) calls"}
 
 
 def run_text(runtime: dict | None) -> str:
