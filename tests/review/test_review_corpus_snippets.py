@@ -38,6 +38,11 @@ NOT_STATICALLY_VISIBLE = {
     "host-callbacks": "a callback inside a jitted step is valid; its cost depends on how often the step runs (no rule yet)",
     "pinned-host-memory": "state kept as NumPy between steps is valid code; the memory kind is an option",
     "mutable-refs": "the before side is ordinary functional code; refs are an option, not a fix for a bug",
+    # The pairs added with the answer cards of issue 23.
+    "gradient-accumulation": "one step on the whole batch is valid code; whether its activations fit is a size question",
+    "attention-memory": "the default (xla) attention path is valid code; its T x T scores are a size question",
+    "embedding-gradients": "a dense table gradient is what jax.grad returns; its cost is the table's size",
+    "kv-cache": "the cache's shape grows inside the jitted step; seeing that needs shape inference across calls (no rule yet)",
 }
 
 
