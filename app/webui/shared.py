@@ -64,7 +64,7 @@ def index_status() -> dict | None:
 def review_api():
     """The reviewer's library surface, or None (with the reason shown) when it is unavailable."""
     try:
-        from jaxmem.evaluators.review import api  # noqa: the door itself
+        from jaxmem.evaluators.review import api  # the door itself, imported when the page needs it
     except ImportError as exc:
         st.error(f"The code reviewer is not available in this installation ({exc}).")
         return None
