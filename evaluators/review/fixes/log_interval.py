@@ -172,8 +172,9 @@ def _with_header(t: Tree, finding: Finding, loop: cst.For, header: cst.For, edit
     body_code = cst.Module(body=[loop]).visit(edits).body[0]
     new_loop = body_code.with_changes(target=header.target, iter=header.iter)
     outer = Edits().sub(loop, new_loop)
-    return make_fix(finding, UNSAFE, f"log every {n} steps (`if {step} % {n} == 0:`, counting steps with "
-                                     f"`enumerate`)", outer.apply(t))
+    # Say what the header change was: `for _ in range(n)` only gets a name; other loops get enumerate.
+    how = "counting steps with `enumerate`" if header.iter is not loop.iter else f"naming the loop's counter `{step}`"
+    return make_fix(finding, UNSAFE, f"log every {n} steps (`if {step} % {n} == 0:`, {how})", outer.apply(t))
 
 
 def _metrics_loop(t: Tree, imports: Imports, loop: cst.CSTNode, block: cst.CSTNode, group: tuple[int, int]) -> bool:
