@@ -290,8 +290,23 @@ def judge(before: list[dict], after: list[dict], codes: Iterable[str]) -> FixRun
             continue
         elif metric == "alias_bytes" and not row.before and not row.after:
             continue        # no donation on either side, and none expected: nothing to show
+        if metric == "wall_time" and _donates(before) != _donates(after):
+            row.reason = WALL_NOT_COMPARABLE
+            run.notes.append(f"{label}: {WALL_NOT_COMPARABLE}")
         run.rows.append(row)
     return run
+
+
+# The probe counts donated bytes by taking every call of a program that donates off JAX's C++ fast
+# path (each goes through Python, where the count is made): the side that donates runs slower in the
+# measured run than it would alone, so its time is not compared with a side that does not.
+WALL_NOT_COMPARABLE = ("not comparable: only one side donates, and counting donated bytes runs each call "
+                       "of a donating program through Python in the measured run (JAX's C++ fast path off); "
+                       "time both outside jaxmem")
+
+
+def _donates(results: list[dict]) -> bool:
+    return any((r or {}).get("aliased_calls") for r in results)
 
 
 def measure(run_before: Callable[[], dict], run_after: Callable[[], dict], codes: Iterable[str], *,
@@ -358,7 +373,7 @@ def table_rows(run: FixRun) -> list[list[str]]:
         verdict = r.verdict + (f" (expected to {r.expect})" if r.expect and r.verdict in (CONFIRMED, NOT_CONFIRMED)
                                else "")
         rows.append([r.label, _fmt(r.metric, r.before), _fmt(r.metric, r.after), _per_step(r.metric, r),
-                     verdict or "information"])
+                     verdict or ("not comparable" if r.reason == WALL_NOT_COMPARABLE else "information")])
     if run.output_same is not None:
         rows.append(["output (stdout)", "", output_text(run), "-", "information"])
     return rows
