@@ -42,7 +42,6 @@ NOT_STATICALLY_VISIBLE = {
     "gradient-accumulation": "one step on the whole batch is valid code; whether its activations fit is a size question",
     "attention-memory": "the default (xla) attention path is valid code; its T x T scores are a size question",
     "embedding-gradients": "a dense table gradient is what jax.grad returns; its cost is the table's size",
-    "kv-cache": "the cache's shape grows inside the jitted step; seeing that needs shape inference across calls (no rule yet)",
 }
 
 

@@ -40,7 +40,7 @@ import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops, sizes
-from jaxmem.evaluators.review.semantic.branches import periodic_guard
+from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
 from jaxmem.evaluators.review.semantic.roles import call_role, replaced_state_calls
 from jaxmem.evaluators.review.semantic.training import named_trained, training_call
 from jaxmem.evaluators.review.semantic.walk import At
@@ -225,15 +225,7 @@ def _mentions(expr: ast.AST, name: str, bare_only: bool = False) -> bool:
 
 def _guarded(call: ast.Call, loop: ast.AST, ctx: Ctx) -> bool:
     """The call sits under `if step % N == 0:` inside the loop: it runs every N-th step."""
-    stack: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [(loop, ())]
-    while stack:
-        node, path = stack.pop()
-        if node is call:
-            return any(periodic_guard(parent, child, ctx.analysis, ctx.scope) for parent, child in zip(path, path[1:]))
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.append((child, (*path, child)))
-    return False
+    return under_periodic_guard_in(call, loop, ctx.analysis, ctx.scope)
 
 
 RULE = MissingDonation()

@@ -82,3 +82,17 @@ def short_under_guard(ctx: Walk) -> bool:
             return False
         total *= n
     return total <= SMALL_LOOP
+
+
+def under_periodic_guard_in(node: ast.AST, loop: ast.AST, analysis: Analysis, scope: Scope) -> bool:
+    """`node` sits under `if step % N == 0:` (or another periodic test) inside `loop`: it runs
+    every N-th iteration, not every one."""
+    stack: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [(loop, ())]
+    while stack:
+        current, path = stack.pop()
+        if current is node:
+            return any(periodic_guard(parent, child, analysis, scope) for parent, child in zip(path, path[1:]))
+        for child in ast.iter_child_nodes(current):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.append((child, (*path, child)))
+    return False
