@@ -341,6 +341,9 @@ def run_summary(result: dict) -> str:
     parts = [f"{k}={result[k]}" for k in ("h2d_transfers", "host_syncs", "compile_count") if result.get(k) is not None]
     if result.get("peak_rss") is not None:
         parts.append(f"peak_rss={result['peak_rss'] / 2**20:.0f} MiB")
+    if result.get("aliased_calls"):
+        # what donation really saved: bytes the compiled calls wrote into their donated inputs
+        parts.append(f"donated={_size(result.get('alias_bytes') or 0)} in {result['aliased_calls']} calls")
     if not result.get("ok"):
         failed = f"{flag} {name}: the script failed on {where}: {result.get('error') or 'unknown error'}"
         return failed + (f"; measured until then: {', '.join(parts)}" if parts and result.get("attribution") else "")
@@ -362,6 +365,8 @@ def run_summary(result: dict) -> str:
     missing = attribution.get("unattributed") or {}
     if missing:
         lines.append("  not attributed to a line (per run only): " + ", ".join(f"{k}={v}" for k, v in missing.items()))
+    if result.get("alias_error"):
+        lines.append(f"  donated bytes: {result['alias_error']}")
     if result.get("backend") == "cpu":
         lines.append("  device->host transfers: not measurable here (cpu: the transfer guard logs none; host "
                      "syncs are counted instead)")

@@ -157,3 +157,15 @@ def test_the_issue_example_gets_a_jm011_at_the_helper_in_every_format(script, fm
             assert jm011["properties"]["runtime"]["per_step"] == {"host_syncs": 2.0}
         else:
             assert "**JM011** measured: 2 host syncs per step" in res.output
+
+
+def test_the_run_summary_names_donated_bytes_or_why_they_cannot_be_measured():
+    from jaxmem.evaluators.review.dynamic import run_summary
+
+    base = {"script": "train.py", "ok": True, "backend": "cpu", "jax": "0.10.2", "h2d_transfers": 2,
+            "host_syncs": 0, "compile_count": 4, "peak_rss": 700 << 20}
+    donated = run_summary({**base, "alias_bytes": 5 * (256 << 20), "aliased_calls": 5})
+    assert "donated=1.2 GiB in 5 calls" in donated.splitlines()[0]
+    assert "donated" not in run_summary({**base, "alias_bytes": 0, "aliased_calls": 0})
+    why = "donation cannot be measured with this JAX (AttributeError: x)"
+    assert f"donated bytes: {why}" in run_summary({**base, "alias_error": why})
