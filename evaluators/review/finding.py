@@ -33,6 +33,9 @@ class Finding:
     # Whether `jaxmem review --fix` can rewrite this finding's code: "safe" (keeps what the code
     # computes and prints: --fix applies it), "unsafe" (may change it: --unsafe-fixes), None (no fix).
     fix_applicability: str | None = None
+    # That fix as edits of the file (SARIF `fixes`): (title, [(char offset, chars deleted, text
+    # inserted)]); not part of the JSON contract, which carries the applicability only.
+    fix_edits: tuple[str, list[tuple[int, int, str]]] | None = None
 
     @property
     def location(self) -> str:
@@ -44,7 +47,9 @@ class Finding:
         return (self.path, self.cell or 0, self.line, self.col, self.code)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["fix_edits"]
+        return out
 
 
 @dataclass(slots=True)

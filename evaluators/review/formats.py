@@ -252,6 +252,16 @@ def format_sarif(findings: Sequence[Finding], notes: Sequence[Note] = (), *, rul
         }
         if f.code in index:
             result["ruleIndex"] = index[f.code]
+        if f.fix_edits is not None and f.cell is None:
+            title, edits = f.fix_edits
+            result["fixes"] = [{
+                "description": {"text": f"{title} ({f.fix_applicability} fix; `jaxmem review --fix` applies it)"},
+                "artifactChanges": [{
+                    "artifactLocation": {"uri": _uri(f.path), "uriBaseId": "%SRCROOT%"},
+                    "replacements": [{"deletedRegion": {"charOffset": at, "charLength": n},
+                                      "insertedContent": {"text": text}} for at, n, text in edits],
+                }],
+            }]
         results.append(result)
     doc = {
         "$schema": SARIF_SCHEMA,

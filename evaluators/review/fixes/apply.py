@@ -10,6 +10,7 @@ outputs, metadata and the other cells stay byte for byte.
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import re
 from collections import Counter
@@ -343,3 +344,18 @@ def annotate(findings: Sequence[Finding], text: str, *, options: Options = Optio
         fx = fix_for(text, f, options)
         if fx is not None and fx.source != text and parses(fx.source) is None:
             f.fix_applicability = fx.applicability
+            f.fix_edits = (fx.title, edits_between(text, fx.source))
+
+
+def edits_between(before: str, after: str) -> list[tuple[int, int, str]]:
+    """Whole-line edits turning `before` into `after`: (character offset, characters deleted, text
+    inserted), offsets into `before` (what SARIF's replacements address)."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    starts = [0]
+    for line in old:
+        starts.append(starts[-1] + len(line))
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out.append((starts[i1], starts[i2] - starts[i1], "".join(new[j1:j2])))
+    return out

@@ -287,3 +287,31 @@ def test_fix_run_with_the_real_verifier(tmp_path: Path):
     rows = {r["metric"]: r for r in doc["fix_run"]["rows"]}
     assert rows["host_syncs"]["before"] == 200 and rows["host_syncs"]["after"] == 1, rows["host_syncs"]
     assert rows["host_syncs"]["verdict"] == "confirmed" and doc["fix_run"]["output_same"] is True
+
+
+def test_sarif_carries_each_fix_as_replacements_that_reproduce_it(tree: Path):
+    import jsonschema
+
+    from jaxmem.evaluators.review import registry
+    from jaxmem.evaluators.review.fixes.apply import fix_source
+    from jaxmem.evaluators.review.fixes.base import Options
+
+    schema = json.loads((HERE.parent / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+    doc = json.loads(run(str(tree / "sweep.py"), "--format", "sarif").output)
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft4Validator)
+    results = doc["runs"][0]["results"]
+    fixed = [r for r in results if "fixes" in r]
+    assert fixed and all(r["properties"]["fixApplicability"] in ("safe", "unsafe") for r in fixed)
+    for r in fixed:
+        (change,) = r["fixes"][0]["artifactChanges"]
+        text = SWEEP
+        # Replacements address the original text: apply them from the last to the first.
+        for rep in sorted(change["replacements"], key=lambda x: -x["deletedRegion"]["charOffset"]):
+            at, n = rep["deletedRegion"]["charOffset"], rep["deletedRegion"]["charLength"]
+            text = text[:at] + rep["insertedContent"]["text"] + text[at + n:]
+        one = fix_source(SWEEP, str(tree / "sweep.py"), registry.select([r["ruleId"]], []), unsafe=True,
+                         options=Options(100), show_possible=False)
+        assert text == one.after
+    # JSON keeps its contract: the applicability only, no edits.
+    js = json.loads(run(str(tree / "sweep.py"), "--format", "json").output)
+    assert all("fix_edits" not in f for f in js["findings"])
