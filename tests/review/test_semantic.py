@@ -261,3 +261,37 @@ def test_a_step_jitted_in_another_file_is_followed_there(tmp_path: Path):
     assert (r.role, r.proven) == ("train", True)
     alone, tree = model(main)  # the same file reviewed on its own knows nothing of train.py
     assert alone.jit_info(expr_at(tree, 5, "train_step"), scope_at(alone, 5)) is None
+
+
+def test_a_jitted_method_is_found_through_a_typed_receiver_of_a_package_nested_in_the_tree(tmp_path: Path):
+    # The repository root is reviewed; the package lives one folder down (`launcher/agents/sac.py`
+    # imported as `agents.sac`), and the agent reaches the loop as an annotated parameter that
+    # each step re-binds from its own method (the functional update).
+    pkg = tmp_path / "launcher" / "agents"
+    pkg.mkdir(parents=True)
+    (pkg / "sac.py").write_text(textwrap.dedent("""
+        from functools import partial
+        import jax
+        class Agent:
+            @partial(jax.jit, static_argnames=("n",))
+            def update(self, batch, n=1):
+                return self, {"loss": batch.sum()}
+    """))
+    loop = textwrap.dedent("""
+        from agents.sac import Agent
+        def learner(agent: Agent, batches):
+            for batch in batches:
+                agent, info = agent.update(batch)
+    """)
+    (tmp_path / "run.py").write_text(loop)
+    project = Project.of_paths([str(tmp_path)], [str(pkg / "sac.py"), str(tmp_path / "run.py")])
+    a, tree = model(loop, module="run", project=project)
+    info = a.jit_info(expr_at(tree, 5, "agent.update"), scope_at(a, 5))
+    assert info is not None and info.exact is False      # known by the declared type, not proven
+    assert info.static_names() == {"n"}
+    alone, tree = model(loop)
+    assert alone.jit_info(expr_at(tree, 5, "agent.update"), scope_at(alone, 5)) is None
+    # A receiver re-bound from anything but its own method is no longer known by the annotation.
+    other, tree = model(loop.replace("agent, info = agent.update(batch)", "agent = make(agent)\n        agent.update(batch)"),
+                        module="run", project=project)
+    assert other.jit_info(expr_at(tree, 6, "agent.update"), scope_at(other, 6)) is None

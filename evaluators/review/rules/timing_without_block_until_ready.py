@@ -13,6 +13,10 @@ What it does
     includes tracing and compilation. Not flagged: a region whose result is named for compilation
     (`compile_time = time.time() - tic` around the first call): tracing and compiling run
     synchronously inside that call, so stopping before the execution is what it means to measure.
+    Timers written as helpers count too (semantic/clocks.py): tick/tock pairs and context
+    managers whose bodies read the clock, here or in another file of the tree; a context manager
+    of a class from outside the review whose name says it is a timer (`timer = Timer()` ...
+    `with timer.context("train"):`) is a guess, so its findings are possible.
 
 Why is this bad
     JAX returns from a call as soon as the work is queued. Without waiting, the timer measures
@@ -116,6 +120,9 @@ class TimingWithoutBlockUntilReady(Rule):
                     if clocks.clock_block(a, item.context_expr, scope):
                         self._timed(stmt.body, item.context_expr, ctx)
                         break
+                    if clocks.named_clock_block(a, item.context_expr, scope):
+                        self._timed(stmt.body, item.context_expr, ctx, guessed=True)
+                        break
                 continue
             call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
             if call is None or not isinstance(call.func, ast.Attribute) or a.qualname(call.func) is not None:
@@ -129,11 +136,12 @@ class TimingWithoutBlockUntilReady(Rule):
             else:
                 open_at[key] = i
 
-    def _timed(self, stmts: list[ast.stmt], at: ast.AST, ctx: Ctx) -> None:
-        """A region timed by a helper: dispatch-only when it runs JAX work and nothing waits."""
+    def _timed(self, stmts: list[ast.stmt], at: ast.AST, ctx: Ctx, guessed: bool = False) -> None:
+        """A region timed by a helper: dispatch-only when it runs JAX work and nothing waits.
+        `guessed`: the helper is a timer by its class's name only (its body is not in the review)."""
         runs, waited, _jitted = self._scan(stmts, ctx)
         if runs and not waited:
-            ctx.report(self, at, sure=any(info.exact for info in self._jit_infos(stmts, ctx)))
+            ctx.report(self, at, sure=not guessed and any(info.exact for info in self._jit_infos(stmts, ctx)))
 
     def _region(self, body: list[ast.stmt], start: int, i: int, name: str, stmt: ast.stmt, stop: ast.AST,
                 ctx: Ctx) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.names import JIT_NAMES, PROPERTY_DECORATORS, dotted, keyword, pos
@@ -130,6 +131,15 @@ class CallablesMixin:
             cls = self.class_of_receiver(func.value, scope)
             if cls is not None:
                 return self._class_jit(cls, func.attr)
+            if self.project is not None:
+                typed = self.annotated_class(func.value, scope)
+                facts = self.project.function(f"{typed}.{func.attr}") if typed is not None else None
+                if facts is not None and facts.jit is not None:
+                    # A method of a class of the reviewed tree, read through the receiver's
+                    # annotation: known by a declared type, not a proven value (not exact).
+                    info = facts.jit.bound() if facts.jit.params and facts.jit.params[0] in ("self", "cls") \
+                        else facts.jit
+                    return replace(info, exact=False)
             recv = self.resolve(func.value.id, scope, pos(func.value))
             if (recv is not None and recv.how == "assign" and recv.index is None and isinstance(recv.value, ast.Call)
                     and self.qualname(recv.value.func) is not None):

@@ -72,6 +72,24 @@ def clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:
     return facts is not None and facts.clock_context
 
 
+def named_clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:
+    """`with timer.context("train"):` on `timer = Timer()` where `Timer` comes from a module
+    outside the reviewed files: its body cannot be read, but the class is named as a timer. A
+    guess (findings from it are "possible"); a class the model can read is judged by its body."""
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and isinstance(expr.func.value, ast.Name)):
+        return False
+    cls = a.constructor_of(expr.func.value, scope)
+    if cls is None or a.resolve_def(expr.func, scope) is not None:
+        return False
+    if a.project is not None and a.project.function(f"{cls}.{expr.func.attr}") is not None:
+        return False        # a method of the tree: clock_block read its body
+    return any(word in cls.rsplit(".", 1)[-1].lower() for word in _TIMER_WORDS)
+
+
+_TIMER_WORDS = ("timer", "stopwatch")
+
+
 def _project_method(a: Analysis, func: ast.AST, scope: Scope):
     """Facts of a function or method defined in another file of the tree: `utils.tick(...)`, or
     `timer.tock(...)` on `timer = Timer()` where `Timer` is imported from there."""

@@ -188,6 +188,23 @@ class Analysis(CallablesMixin, KindsMixin):
                     return q
         return None
 
+    def annotated_class(self, recv: ast.Name, scope: Scope) -> str | None:
+        """`def learner(agent: DrQAgent, ...)` (or `agent: DrQAgent = ...`): the qualified name
+        of the imported class the receiver is annotated with, where every other binding that
+        reaches it re-binds it from a method of itself (`agent, info = agent.update(batch)`: the
+        functional update returning a new instance, the way JAX state classes are written)."""
+        found = self._reaching_all(recv.id, scope, pos(recv))
+        annotated = None
+        for b in found:
+            if b.how == "param" and b.value is not None:
+                annotated = self.qualname(b.value)
+            elif isinstance(b.node, ast.AnnAssign) and b.node.annotation is not None:
+                annotated = self.qualname(b.node.annotation)
+            elif not (b.how == "assign" and isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Attribute)
+                      and isinstance(b.value.func.value, ast.Name) and b.value.func.value.id == recv.id):
+                return None
+        return annotated
+
     def _reaching_all(self, name: str, scope: Scope, p) -> list[Binding]:
         s: Scope | None = scope
         while s is not None:

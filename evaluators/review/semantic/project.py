@@ -103,11 +103,17 @@ class Project:
 
     def _module_for(self, dotted: str) -> str | None:
         """The reviewed module an import names: exactly, or by its trailing components (the tree
-        may be reviewed from inside the package: `stoix.utils.x` is `utils.x` here)."""
+        may be reviewed from inside the package: `stoix.utils.x` is `utils.x` here), or as the
+        tail of one module of the tree (reviewed from above the package's folder)."""
         if dotted in self.files:
             return dotted
         if dotted not in self._suffix:
             matches = [m for m in self.files if dotted.endswith("." + m)]
+            if not matches:
+                # The package sits in a folder of the tree (`src/pkg/mod.py` reviewed from the
+                # repository root is `src.pkg.mod`; the code imports `pkg.mod`): one match only.
+                deeper = [m for m in self.files if m.endswith("." + dotted)]
+                matches = deeper if len(deeper) == 1 else []
             self._suffix[dotted] = max(matches, key=len) if matches else None
         return self._suffix[dotted]
 
@@ -156,6 +162,12 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             if clocks.reads_clock(a, m):
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, reads_clock=True,
                                                        clock_context=clocks.is_context_clock(a, m))
+            elif m in a.jitted_defs:
+                # `@partial(jax.jit, ...)` on a method: a call through a typed receiver in another
+                # file (`agent: DrQAgent` ... `agent.update(batch)`) dispatches compiled work.
+                out[f"{name}.{mname}"] = FunctionFacts(
+                    jit=a.jitted_defs[m], returns=a.return_kind(m), returns_strict=a.return_kind(m, True),
+                    trains=trains(m, At(a, a.scopes.get(m) or scope)))
         if enter is not None and leave is not None and clocks.reads_clock(a, enter) and clocks.reads_clock(a, leave):
             out[name] = FunctionFacts(None, None, None, False, clock_context=True)
     for name, bindings in scope.bindings.items():
