@@ -83,7 +83,10 @@ class ArrayGrownInLoop(Rule):
            "`.at[...].set` in a jitted step that donates it), or collect the parts in a Python list and "
            "concatenate once after the loop.")
     node_types = (ast.For, ast.AsyncFor, ast.While)
-    requires = ('concatenate', 'append', 'stack')
+    # Text the file must hold for the rule to run (`np.append` also matches `jnp.append`; a bare
+    # `append` would run it on every file with a list).
+    requires = ('concatenate', 'np.append', 'numpy.append', 'vstack', 'hstack', 'dstack', 'column_stack',
+                'row_stack')
 
     def check(self, loop: ast.AST, ctx: Ctx) -> None:
         if ctx.scope.traced or loops.benchmark_function(ctx.scope, ctx.analysis):
