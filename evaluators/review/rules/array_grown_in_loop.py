@@ -45,6 +45,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
+from jaxmem.evaluators.review.semantic.kinds import own_returns
 from jaxmem.evaluators.review.semantic.training import jitted_def
 from jaxmem.evaluators.review.semantic.walk import At
 
@@ -104,7 +105,7 @@ class ArrayGrownInLoop(Rule):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
                 continue
             name = stmt.targets[0].id
-            if name not in grows(stmt.value, ctx.qualname) or _guarded(stmt, loop, ctx):
+            if name not in grows(stmt.value, ctx.qualname) or under_periodic_guard_in(stmt, loop, ctx.analysis, ctx.scope):
                 continue
             if ctx.analysis.resolve(name, ctx.scope, start) is None:
                 continue   # not bound before the loop: not carried from one iteration to the next
@@ -119,7 +120,7 @@ class ArrayGrownInLoop(Rule):
         """A jitted step whose output replacing an argument is that argument, concatenated."""
         for call, replaced in replaced_state_calls(ctx.analysis, loop, ctx.scope):
             info = ctx.jit_info(call.func)
-            if info is None or _guarded(call, loop, ctx):
+            if info is None or under_periodic_guard_in(call, loop, ctx.analysis, ctx.scope):
                 continue
             fn = jitted_def(info, At(ctx.analysis, ctx.scope))
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -128,15 +129,16 @@ class ArrayGrownInLoop(Rule):
             if assign is None:
                 continue
             outputs = _returned_outputs(fn)
+            if not outputs:
+                continue
             params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
             if info.receiver_donated is not None and params:
                 params = params[1:]   # a bound method: `self` is not in the call's arguments
-            grown_params = {p for p in params if p in _grown_in(fn, outputs, ctx)}
+            grown_params = set(params) & _grown_in(fn, ctx)
             grown = []
             for position, target in _targets(assign):
                 param = _param_for(call, target, params) if target in replaced else None
-                out = outputs.get(position) if outputs else None
-                if param is not None and param in grown_params and out == param:
+                if param is not None and param in grown_params and outputs.get(position) == param:
                     grown.append(target)
             if grown:
                 step = ast.unparse(call.func)
@@ -158,10 +160,6 @@ def _own_statements(body: list[ast.stmt]):
 
 def _calls_jitted(loop: ast.AST, ctx: Ctx) -> bool:
     return any(isinstance(n, ast.Call) and ctx.jit_info(n.func) is not None for n in ast.walk(loop))
-
-
-def _guarded(node: ast.AST, loop: ast.AST, ctx: Ctx) -> bool:
-    return under_periodic_guard_in(node, loop, ctx.analysis, ctx.scope)
 
 
 def _how(value: ast.Call, ctx: Ctx) -> str:
@@ -201,8 +199,7 @@ def _param_for(call: ast.Call, name: str, params: list[str]) -> str | None:
 def _returned_outputs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[int | None, str] | None:
     """What each position of the function's single return statement returns, as a local name:
     `return out, cache_k` -> {0: "out", 1: "cache_k"}; `return cache` -> {None: "cache"}."""
-    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None
-               and _own(fn, n)]
+    returns = [r for r in own_returns(fn) if r.value is not None]
     if len(returns) != 1:
         return None
     v = returns[0].value
@@ -213,10 +210,8 @@ def _returned_outputs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[int | 
     return None
 
 
-def _grown_in(fn, outputs: dict | None, ctx: Ctx) -> set[str]:
+def _grown_in(fn, ctx: Ctx) -> set[str]:
     """Names rebound in the function's own body (not its loops) to a concatenation of themselves."""
-    if not outputs:
-        return set()
     grown = set()
     for stmt in fn.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
@@ -224,15 +219,6 @@ def _grown_in(fn, outputs: dict | None, ctx: Ctx) -> set[str]:
             if name in grows(stmt.value, ctx.analysis.qualname):
                 grown.add(name)
     return grown
-
-
-def _own(fn: ast.AST, node: ast.AST) -> bool:
-    """`node` belongs to `fn` itself, not to a function nested in it."""
-    for n in ast.walk(fn):
-        if n is not fn and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            if any(m is node for m in ast.walk(n)):
-                return False
-    return True
 
 
 RULE = ArrayGrownInLoop()

@@ -120,8 +120,7 @@ class _Builder:
             if cls is not None:
                 cls.methods[node.name] = node
                 if info is not None:
-                    self.a.attr_jits.setdefault(node.name, []).append(
-                        info.bound() if info.params and info.params[0] in ("self", "cls") else info)
+                    self.a.attr_jits.setdefault(node.name, []).append(info.as_method())
             self.scope.bind(binding)
             if cls is not None and cls.framework is not None:
                 if cls.framework == "linen" or node.name in ("__call__", "setup"):

@@ -137,9 +137,7 @@ class CallablesMixin:
                 if facts is not None and facts.jit is not None:
                     # A method of a class of the reviewed tree, read through the receiver's
                     # annotation: known by a declared type, not a proven value (not exact).
-                    info = facts.jit.bound() if facts.jit.params and facts.jit.params[0] in ("self", "cls") \
-                        else facts.jit
-                    return replace(info, exact=False)
+                    return replace(facts.jit.as_method(), exact=False)
             recv = self.resolve(func.value.id, scope, pos(func.value))
             if (recv is not None and recv.how == "assign" and recv.index is None and isinstance(recv.value, ast.Call)
                     and self.qualname(recv.value.func) is not None):
@@ -194,7 +192,7 @@ class CallablesMixin:
         if m is not None:
             info = self.jitted_defs.get(m)
             if info is not None:
-                return info.bound() if info.params and info.params[0] in ("self", "cls") else info
+                return info.as_method()
             return self._property_jit(m)
         if depth < 3:
             for base in cls.bases:

@@ -80,10 +80,8 @@ def named_clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:
             and isinstance(expr.func.value, ast.Name)):
         return False
     cls = a.constructor_of(expr.func.value, scope)
-    if cls is None or a.resolve_def(expr.func, scope) is not None:
-        return False
-    if a.project is not None and a.project.function(f"{cls}.{expr.func.attr}") is not None:
-        return False        # a method of the tree: clock_block read its body
+    if cls is None or a.resolve_def(expr.func, scope) is not None or _project_method(a, expr.func, scope) is not None:
+        return False        # not made from a class, or one whose body is in the review (clock_block read it)
     return any(word in cls.rsplit(".", 1)[-1].lower() for word in _TIMER_WORDS)
 
 

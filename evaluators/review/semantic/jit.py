@@ -125,6 +125,11 @@ class JitInfo:
                        None if self.donate_from is None else max(0, self.donate_from - given), self.exact,
                        self.wrapped)
 
+    def as_method(self) -> JitInfo:
+        """How a call through an instance sees a jitted method: bound when its first parameter is
+        `self` or `cls`, as it is otherwise."""
+        return self.bound() if self.params and self.params[0] in ("self", "cls") else self
+
     def bound(self) -> JitInfo:
         """The same callable reached as a bound method: positions shift past `self`."""
         def shift(nums):
