@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import asdict, replace
@@ -118,6 +119,11 @@ def resources_for(accelerator: str) -> dict:
     return {"num_cpus": 1, "resources": {accelerator: 1}}
 
 
+# ray.init is once per process and not thread-safe: two first calls at once (a web session's
+# verification and the status page's queue listing) fail with "called ray.init twice".
+_CONNECT = threading.Lock()
+
+
 class RayVerifier:
     """Jobs as Ray tasks on the cluster at JAXMEM_RAY_ADDRESS."""
 
@@ -128,6 +134,12 @@ class RayVerifier:
         self._connected = False
 
     def connect(self) -> None:
+        if self._connected:
+            return
+        with _CONNECT:
+            self._connect()
+
+    def _connect(self) -> None:
         if self._connected:
             return
         try:
