@@ -42,6 +42,9 @@ class Project:
         self._by_path = {p: m for m, p in files.items()}
         self._tops = frozenset(m.split(".")[0] for m in files)  # the tree's top-level packages
         self._facts: dict[str, dict[str, FunctionFacts] | None] = {}
+        # Trees parsed to read an imported module's facts, kept until that file's own review
+        # takes them (the reviewer never changes a tree): each file is parsed once per process.
+        self._trees: dict[str, tuple[str, ast.Module]] = {}
         self._words: dict[str, bool] = {}
         self._suffix: dict[str, str | None] = {}
         self._packages: dict[str, bool] = {}
@@ -98,6 +101,13 @@ class Project:
                 self._words[module] = False
         return self._words[module]
 
+    def take_tree(self, path: str, source: str) -> ast.Module | None:
+        """The tree parsed from `source` for another file's review, if there was one."""
+        if not self._trees:
+            return None
+        kept = self._trees.pop(str(Path(path).resolve()), None)
+        return kept[1] if kept is not None and kept[0] == source else None
+
     def module_of(self, path: str) -> str | None:
         return self._by_path.get(str(Path(path).resolve()))
 
@@ -149,6 +159,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
         tree = parse(text, path)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
         return None
+    project._trees[path] = (text, tree)
     a = semantic.build(tree, text.splitlines(), module=module, project=project)
     scope = a.module_scope
     out: dict[str, FunctionFacts] = {}
