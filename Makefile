@@ -27,14 +27,15 @@ $(VENV)/.installed-dev: pyproject.toml constraints.txt | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/jaxmem web $(ARGS)
 
-# The habits first (seconds): lint and the import-layer contract; then the whole suite, on two
-# workers (a file per worker), and the loopback-cluster tests on their own afterwards (one Ray
-# cluster, one PostgreSQL; `ray stop --force` would end a parallel worker's Ray processes too).
+# The habits first (seconds): lint and the import-layer contract; then the whole suite in one run.
+# Three workers on a two-core machine: a third of the suite's time is spent waiting (servers and
+# browsers starting, sandboxed children, the loopback cluster), and a third worker fills it. A file's
+# tests stay on one worker; the loopback-cluster tests are one group (one Ray cluster and one
+# PostgreSQL; no other test starts Ray, so their `ray stop --force` ends nobody else's processes).
 test: $(VENV)/.installed-dev
 	bash scripts/install-system-packages.sh
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --ignore=tests/cluster
-	$(BIN)/python -m pytest tests/cluster
+	$(BIN)/python -m pytest -n 3 --dist loadgroup
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

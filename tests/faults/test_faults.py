@@ -19,7 +19,7 @@ from tests.faults.conftest import ROOT, jaxmem
 from tests.helpers import background, free_port, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-TRIALS = 12
+TRIALS = 6  # kill points drawn across the whole ingest window; each trial is two process starts
 
 
 REV = re.compile(r" \(rev \d+\)$")
@@ -89,7 +89,7 @@ def test_an_ingest_killed_at_random_points_leaves_an_index_that_answers(shared_e
     assert store.info()["chunks"] == len(corpus_documents(corpus)), "the re-run did not complete the sync"
     assert store.fingerprint() is not None
     mid = [d for d in killed_after if d is not None]
-    assert len(mid) >= 10, killed_after  # the kills landed while the ingest was still running
+    assert len(mid) >= TRIALS - 1, killed_after  # the kills landed while the ingest was still running
     with capsys.disabled():
         print(f"\n[faults] ingest (an uninterrupted run: {duration:.1f} s) killed (SIGKILL) {len(mid)} times "
               f"mid-run at {sorted(mid)} s "
