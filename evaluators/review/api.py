@@ -315,8 +315,8 @@ def measure_fix(run_before: Callable[[], dict], run_after: Callable[[], dict], c
 def fix_table(run, markdown: bool | None = None):
     """A measured fix as rows ([metric, before, after, per step, verdict], the header first), or as
     text (`markdown=False`) or Markdown (`markdown=True`)."""
-    from jaxmem.evaluators.review.fixes import measure
+    from jaxmem.evaluators.review.fixes import measure_table
 
     if markdown is None:
-        return measure.table_rows(run)
-    return measure.format_table(run, markdown=markdown)
+        return measure_table.table_rows(run)
+    return measure_table.format_table(run, markdown=markdown)

@@ -250,7 +250,7 @@ def _fix(result: api.ReviewResult, notes, *, fmt, output, rules, sel, ign, show_
     fix, --fix 1 when findings are left, 2 on errors."""
     import json
 
-    from jaxmem.evaluators.review.fixes import measure, session
+    from jaxmem.evaluators.review.fixes import measure_table, session
     from jaxmem.evaluators.review.fixes.base import Options
 
     if "-" in paths:
@@ -301,7 +301,7 @@ def _fix(result: api.ReviewResult, notes, *, fmt, output, rules, sel, ign, show_
                          else api.format_text(left, notes, files=result.files, hidden=result.hidden))
         parts.append("".join(f"{line}\n" for line in lines) + summary + "\n")
         if table is not None:
-            parts.append(measure.format_table(table, markdown=fmt == "markdown"))
+            parts.append(measure_table.format_table(table, markdown=fmt == "markdown"))
         elif run_path or run_cmd:
             parts.append("No fix applies, so nothing was run.")
         report = "\n".join(p.rstrip("\n") + "\n" for p in parts if p)

@@ -20,18 +20,9 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxmem.evaluators.review.finding import Finding
-from jaxmem.evaluators.review.fixes._cst import (
-    Edits,
-    Imports,
-    Tree,
-    expr_ast,
-    free_names,
-    qualify,
-    stmt_ast,
-    stored_names,
-    take_leading,
-    tree,
-)
+from jaxmem.evaluators.review.fixes._cst import Tree, expr_ast, free_names, stmt_ast, stored_names, tree
+from jaxmem.evaluators.review.fixes._edits import Edits, take_leading
+from jaxmem.evaluators.review.fixes._imports import Imports, qualify
 from jaxmem.evaluators.review.fixes.base import SAFE, UNSAFE, Fix, Options, make_fix, message_fields, message_is
 
 try:

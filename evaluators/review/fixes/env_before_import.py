@@ -20,15 +20,9 @@ import ast
 import libcst as cst
 
 from jaxmem.evaluators.review.finding import Finding
-from jaxmem.evaluators.review.fixes._cst import (
-    Edits,
-    dotted,
-    is_future_import,
-    moved,
-    stmt_ast,
-    take_leading,
-    tree,
-)
+from jaxmem.evaluators.review.fixes._cst import stmt_ast, tree
+from jaxmem.evaluators.review.fixes._edits import Edits, moved, take_leading
+from jaxmem.evaluators.review.fixes._imports import dotted, is_future_import
 from jaxmem.evaluators.review.fixes.base import SAFE, UNSAFE, Fix, Options, make_fix, message_fields
 
 EARLY_MODULES = frozenset({"os", "sys", "__future__"})

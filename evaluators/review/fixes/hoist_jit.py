@@ -20,21 +20,11 @@ import ast
 import libcst as cst
 
 from jaxmem.evaluators.review.finding import Finding
-from jaxmem.evaluators.review.fixes._cst import (
-    Edits,
-    Imports,
-    Tree,
-    expr_ast,
-    free_names,
-    fresh_name,
-    moved,
-    stmt_ast,
-    stored_names,
-    take_leading,
-    tree,
-)
+from jaxmem.evaluators.review.fixes._cst import Tree, expr_ast, free_names, fresh_name, stmt_ast, stored_names, tree
+from jaxmem.evaluators.review.fixes._edits import Edits, moved, take_leading
+from jaxmem.evaluators.review.fixes._imports import Imports
 from jaxmem.evaluators.review.fixes.base import SAFE, UNSAFE, Fix, Options, make_fix, message_is
-from jaxmem.evaluators.review.fixes.donation import _maker_of
+from jaxmem.evaluators.review.fixes.jit_makers import _maker_of
 
 
 def _changed_in(t: Tree, loop: cst.CSTNode) -> set[str]:

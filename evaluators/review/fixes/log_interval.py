@@ -21,7 +21,9 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxmem.evaluators.review.finding import Finding
-from jaxmem.evaluators.review.fixes._cst import Edits, Imports, Tree, dotted, fresh_name, qualify, tree
+from jaxmem.evaluators.review.fixes._cst import Tree, fresh_name, tree
+from jaxmem.evaluators.review.fixes._edits import Edits
+from jaxmem.evaluators.review.fixes._imports import Imports, dotted, qualify
 from jaxmem.evaluators.review.fixes.base import UNSAFE, Fix, Options, make_fix
 
 LOG_FUNCTIONS = frozenset({"print", "pprint", "logging.debug", "logging.info", "logging.warning", "logging.warn",

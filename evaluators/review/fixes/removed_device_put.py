@@ -24,7 +24,9 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxmem.evaluators.review.finding import Finding
-from jaxmem.evaluators.review.fixes._cst import Edits, Imports, Tree, qualify, tree
+from jaxmem.evaluators.review.fixes._cst import Tree, tree
+from jaxmem.evaluators.review.fixes._edits import Edits
+from jaxmem.evaluators.review.fixes._imports import Imports, qualify
 from jaxmem.evaluators.review.fixes.base import SAFE, UNSAFE, Fix, Options, make_fix
 
 REMOVED = {"jax.device_put_sharded": ("shards", "devices"), "jax.device_put_replicated": ("x", "devices")}

@@ -1,7 +1,7 @@
 """The before/after table of `--fix --run`: the verifier's noise rules and words."""
 from __future__ import annotations
 
-from jaxmem.evaluators.review.fixes import measure
+from jaxmem.evaluators.review.fixes import fix_metrics, measure, measure_table
 
 
 def result(**kw) -> dict:
@@ -16,10 +16,10 @@ def test_the_noise_rules_and_words_are_the_verifiers():
     from jaxmem.evaluators.verify import metrics, verdicts
     from jaxmem.ingest.schema import METRICS
 
-    assert measure.RSS_NOISE_FLOOR == metrics.RSS_NOISE_FLOOR
-    assert measure.RSS_NOISE_FRACTION == metrics.RSS_NOISE_FRACTION
-    assert (measure.CONFIRMED, measure.NOT_CONFIRMED, measure.NOT_MEASURABLE, measure.ERROR) == verdicts.VERDICTS
-    for name, (label, unit, noise, backends) in measure.METRICS.items():
+    assert fix_metrics.RSS_NOISE_FLOOR == metrics.RSS_NOISE_FLOOR
+    assert fix_metrics.RSS_NOISE_FRACTION == metrics.RSS_NOISE_FRACTION
+    assert (fix_metrics.CONFIRMED, fix_metrics.NOT_CONFIRMED, fix_metrics.NOT_MEASURABLE, fix_metrics.ERROR) == verdicts.VERDICTS
+    for name, (label, unit, noise, backends) in fix_metrics.METRICS.items():
         m = METRICS[name]
         assert (m.label, m.unit, m.noise, tuple(m.measurable_on)) == (label, unit, noise, backends), name
 
@@ -49,13 +49,13 @@ def test_a_removed_api_fix_is_confirmed_by_the_code_running():
     broken = result(ok=False, error="AttributeError: jax.device_put_sharded is deprecated")
     run = measure.judge([broken], [result()], ["JM204"])
     assert run.verdict == "confirmed" and run.errors["before"].startswith("AttributeError")
-    text = measure.format_table(run)
+    text = measure_table.format_table(run)
     assert "runs" in text and "no (error)" in text
 
 
 def test_an_after_run_that_fails_is_an_error():
     run = measure.judge([result()], [result(ok=False, error="NameError: x")], ["JM301"])
-    assert run.verdict == "error" and "NameError" in measure.format_table(run)
+    assert run.verdict == "error" and "NameError" in measure_table.format_table(run)
 
 
 def test_tampered_runs_are_not_measurable_numbers():
@@ -70,7 +70,7 @@ def test_per_step_uses_the_step_loop():
     assert run.steps == 100 and run.step_loop == "t.py:5"
     syncs = next(r for r in run.rows if r.metric == "host_syncs")
     assert syncs.per_step_before == 1.0 and syncs.per_step_after == 0.01
-    assert "1 -> 0.01" in measure.format_table(run)
+    assert "1 -> 0.01" in measure_table.format_table(run)
 
 
 def test_measure_interleaves_and_stops_on_errors():
@@ -93,9 +93,9 @@ def test_output_compared_line_by_line():
     before = result(stdout="step 0: 1.0\nstep 1: 0.9\nstep 2: 0.8\ndone\n")
     run = measure.judge([before], [result(stdout="step 0: 1.0\ndone\n")], ["JM102"])
     assert run.output_same is False and run.output_subset is True and run.output_lines == (4, 2)
-    assert "2 of its 4 lines, in order" in measure.format_table(run)
+    assert "2 of its 4 lines, in order" in measure_table.format_table(run)
     run = measure.judge([before], [result(stdout="step 0: 1.1\ndone\n")], ["JM102"])
-    assert run.output_subset is False and "differs (4 -> 2 lines)" in measure.format_table(run)
+    assert run.output_subset is False and "differs (4 -> 2 lines)" in measure_table.format_table(run)
 
 
 # ---- a donation fix: did donation take effect, and could peak RSS show it ------------------------
@@ -117,7 +117,7 @@ def test_donation_on_a_small_state_is_confirmed_by_its_aliased_bytes():
     assert rows["peak_rss"].verdict == "not measurable here"
     assert "largest call donates 800 B" in rows["peak_rss"].reason and "20.0 MiB" in rows["peak_rss"].reason
     assert run.verdict == "confirmed"
-    text = measure.format_table(run)
+    text = measure_table.format_table(run)
     assert "donated (aliased) bytes" in text and "0 B -> 800 B" in text
     assert "peak RSS: the largest call donates 800 B" in text          # why, under the table
     # Peak RSS cannot decide: one run per side is enough.
@@ -198,9 +198,9 @@ def test_wall_time_is_not_compared_when_only_one_side_donates():
     run = measure.judge(before, after, ["JM401"])
     wall = next(r for r in run.rows if r.metric == "wall_time")
     assert wall.reason == measure.WALL_NOT_COMPARABLE and wall.verdict == ""
-    text = measure.format_table(run)
+    text = measure_table.format_table(run)
     assert "not comparable" in text and "fast path" in text
     # Both sides donate (or neither): the time is information as before.
     same = measure.judge(after, after, ["JM401"])
     assert next(r for r in same.rows if r.metric == "wall_time").reason is None
-    assert "not comparable" not in measure.format_table(same)
+    assert "not comparable" not in measure_table.format_table(same)
