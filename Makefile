@@ -46,7 +46,7 @@ test-fast: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/bench_engine.py
-	$(BIN)/python benchmarks/bench_review.py
+	$(BIN)/python benchmarks/bench_review.py --tree benchmarks/review/realcode
 	$(BIN)/python benchmarks/bench_verify.py
 
 eval: $(VENV)/.installed-dev
