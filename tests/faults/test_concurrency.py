@@ -14,7 +14,7 @@ from tests.faults.asker import QUESTIONS
 from tests.faults.conftest import ROOT, AskerProcess, SlackProcess, jaxmem, verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-ROUNDS = 5
+ROUNDS = 3
 CARD = "cards/buffer-donation/en.md"
 
 

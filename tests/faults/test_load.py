@@ -1,8 +1,8 @@
-"""Load: 20 concurrent askers for 30 s through the Slack bot's HTTP endpoint and, at the same time,
+"""Load: 20 concurrent askers for 20 s through the Slack bot's HTTP endpoint and, at the same time,
 20 through the service layer as the web app calls it, each in a process of its own on loopback. No errors;
 latency p50/p95 and the server's RSS over time are printed; RSS may grow at most 10 % over the
 second half (a leak would keep growing). JAXMEM_LOAD_SECONDS=60 gives the longer run that issue 15
-quoted; 30 s in the suite keeps `make test` inside its budget and still has a 15 s second half."""
+quoted; 20 s in the suite keeps `make test` inside its budget (the second half, 10 s, is sampled every second)."""
 from __future__ import annotations
 
 import os
@@ -19,7 +19,7 @@ from tests.faults.conftest import ROOT, AskerProcess, SlackProcess, jaxmem, verd
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 ASKERS = 20
-SECONDS = float(os.environ.get("JAXMEM_LOAD_SECONDS") or 30)
+SECONDS = float(os.environ.get("JAXMEM_LOAD_SECONDS") or 20)
 
 
 def pct(values, p):
