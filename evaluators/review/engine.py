@@ -187,8 +187,7 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
     `project`: the other files of a reviewed tree (semantic.project.Project), followed on demand."""
     lines = source.splitlines()
     try:
-        tree = project.take_tree(path, source) if project is not None else None
-        tree = tree if tree is not None else parse(source, path)
+        tree = (project.take_tree(path, source) if project is not None else None) or parse(source, path)
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
         newer = newer_syntax(exc, lines)
         if newer is not None and notes is not None:

@@ -179,6 +179,17 @@ def stored_names(tree_: ast.AST | None) -> set[str]:
     return out
 
 
+def target_names(node: cst.CSTNode) -> list[str]:
+    """The plain names an assignment target (or a returned tuple) binds or names: `a`, `a, (b, *c)`."""
+    if isinstance(node, cst.Name):
+        return [node.value]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for e in node.elements for n in target_names(e.value)]
+    if isinstance(node, cst.StarredElement):
+        return target_names(node.value)
+    return []
+
+
 def stmt_ast(t: Tree, node: cst.CSTNode) -> ast.AST | None:
     import textwrap
 

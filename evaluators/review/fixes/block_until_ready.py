@@ -20,7 +20,7 @@ from __future__ import annotations
 import libcst as cst
 
 from jaxmem.evaluators.review.finding import Finding
-from jaxmem.evaluators.review.fixes._cst import Tree, expr_ast, free_names, stmt_ast, stored_names, tree
+from jaxmem.evaluators.review.fixes._cst import Tree, expr_ast, free_names, stmt_ast, stored_names, target_names, tree
 from jaxmem.evaluators.review.fixes._edits import Edits, take_leading
 from jaxmem.evaluators.review.fixes._imports import Imports, qualify
 from jaxmem.evaluators.review.fixes.base import SAFE, UNSAFE, Fix, Options, make_fix, message_fields, message_is
@@ -114,16 +114,16 @@ def _bound_names(t: Tree, stmts: list[cst.BaseStatement], before: set[str]) -> l
             if not any(isinstance(n, cst.Call) for n in t.walk(small.value)):
                 return   # `old = params`: an alias, not a result
             for target in small.targets:
-                out.extend(_names(target.target))
+                out.extend(target_names(target.target))
         elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and small.value is not None:
-            out.extend(_names(small.target))
+            out.extend(target_names(small.target))
 
     for s in stmts:
         if isinstance(s, cst.SimpleStatementLine):
             for small in s.body:
                 take(small)
                 if isinstance(small, cst.Del):
-                    for gone in _names(small.target):
+                    for gone in target_names(small.target):
                         while gone in out:
                             out.remove(gone)
         elif isinstance(s, cst.With):
@@ -137,16 +137,6 @@ def _bound_names(t: Tree, stmts: list[cst.BaseStatement], before: set[str]) -> l
 def _top(s: cst.BaseCompoundStatement) -> list[cst.BaseStatement]:
     body = getattr(s, "body", None)
     return list(body.body) if isinstance(body, cst.IndentedBlock) else []
-
-
-def _names(node: cst.CSTNode) -> list[str]:
-    if isinstance(node, cst.Name):
-        return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for e in node.elements for n in _names(e.value)]
-    if isinstance(node, cst.StarredElement):
-        return _names(node.value)
-    return []
 
 
 def _wait(t: Tree, imports: Imports, finding: Finding, body: list, j: int, stmt: cst.BaseStatement,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxmem.evaluators.review.fixes._cst import Tree
+from jaxmem.evaluators.review.fixes._cst import Tree, target_names
 from jaxmem.evaluators.review.fixes._imports import Imports, qualify
 from jaxmem.evaluators.review.fixes.jit_makers import _find_maker, _scope_statements
 
@@ -23,19 +23,9 @@ def _targets(stmt: cst.CSTNode) -> set[str]:
     out: set[str] = set()
     if isinstance(stmt, cst.Assign):
         for t_ in stmt.targets:
-            for n in _names_in(t_.target):
+            for n in target_names(t_.target):
                 out.add(n)
     return out
-
-
-def _names_in(node: cst.CSTNode) -> list[str]:
-    if isinstance(node, cst.Name):
-        return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for e in node.elements for n in _names_in(e.value)]
-    if isinstance(node, cst.StarredElement):
-        return _names_in(node.value)
-    return []
 
 
 def _call_rebinds(t: Tree, call: cst.Call, positions: list[int], names: list[str], offset: int) -> bool:
@@ -105,7 +95,7 @@ def _bound(small) -> set[str]:
     if isinstance(small, cst.Assign):
         return _targets(small)
     if isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-        return set(_names_in(small.target))
+        return set(target_names(small.target))
     return set()
 
 
@@ -113,9 +103,9 @@ def _bound_anywhere(t: Tree, node: cst.CSTNode) -> set[str]:
     out = set()
     for n in t.walk(node):
         if isinstance(n, cst.AssignTarget):
-            out |= set(_names_in(n.target))
+            out |= set(target_names(n.target))
         elif isinstance(n, cst.For):
-            out |= set(_names_in(n.target))
+            out |= set(target_names(n.target))
     return out
 
 
@@ -156,9 +146,9 @@ def _aliased(t: Tree, call: cst.Call, name: str) -> bool:
             if name in _reads_from_outside(t, node):
                 return True
             continue
-        if isinstance(node, cst.Assign) and node.value is not call and name in _names_in(node.value):
+        if isinstance(node, cst.Assign) and node.value is not call and name in target_names(node.value):
             return True
-        if isinstance(node, (cst.Yield, cst.Return)) and node.value is not None and name in _names_in(node.value):
+        if isinstance(node, (cst.Yield, cst.Return)) and node.value is not None and name in target_names(node.value):
             parent_loop = t.enclosing_loops(node)
             if parent_loop:
                 return True
