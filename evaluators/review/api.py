@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 
 from jaxmem.core.fences import chat_code_blocks
-from jaxmem.evaluators.review import dynamic, engine, inputs, notebook, registry
+from jaxmem.evaluators.review import collector, dynamic, engine, inputs, notebook, registry
 from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
@@ -109,7 +109,7 @@ def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Calla
     if notes is not None:
         notes.extend(Note(path, f"cell {cell}: not Python ({why}); that cell was skipped, the others reviewed")
                      for cell, why in nb.skipped)
-    findings = engine.check_source(nb.source, path, rules, card_url, notes, project)
+    findings = engine.check_source(nb.source, path, rules, card_url, notes, project, tree=nb.tree)
     for f in findings:
         f.cell, f.line = nb.locate(f.line)
     return findings
@@ -147,7 +147,14 @@ def _init_worker(codes: list[str], card_url: Callable[[str], str], max_bytes: in
 
 
 def _work(paths: list[str]) -> list[tuple[list[Finding], list[Note]]]:
-    return [_review_one(p, _W["rules"], _W["card_url"], _W["max_bytes"], _W["project"]) for p in paths]
+    if _W["project"] is not None:
+        _W["project"].expect(paths)
+    out = []
+    with collector.per_file() as done:
+        for p in paths:
+            out.append(_review_one(p, _W["rules"], _W["card_url"], _W["max_bytes"], _W["project"]))
+            done()
+    return out
 
 
 def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
@@ -197,12 +204,15 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
                     result.errors += sum(n.message.startswith(INTERNAL) for n in notes)
                 bar.update(len(outcome))
     else:
-        for path in file_paths:
-            findings, notes = _review_one(path, rules, card_url, max_file_size, project)
-            result.findings.extend(findings)
-            result.notes.extend(notes)
-            result.errors += sum(n.message.startswith(INTERNAL) for n in notes)
-            bar.update(1)
+        project.expect(file_paths)
+        with collector.per_file() as done:
+            for path in file_paths:
+                findings, notes = _review_one(path, rules, card_url, max_file_size, project)
+                result.findings.extend(findings)
+                result.notes.extend(notes)
+                result.errors += sum(n.message.startswith(INTERNAL) for n in notes)
+                bar.update(1)
+                done()
     bar.close()
     kept = shown(result.findings, show_possible)
     result.hidden = len(result.findings) - len(kept)

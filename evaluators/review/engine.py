@@ -181,13 +181,16 @@ def _is_suppressed(f: Finding, marks: dict[int, set[str] | None]) -> bool:
 
 
 def check_source(source: str, path: str, rules: Iterable[Rule],
-                 card_url: Callable[[str], str], notes: list[Note] | None = None, project=None) -> list[Finding]:
+                 card_url: Callable[[str], str], notes: list[Note] | None = None, project=None,
+                 tree: ast.Module | None = None) -> list[Finding]:
     """Findings for one module's source. A syntax error becomes one JM001 finding; syntax that
     only a newer Python parses becomes a note in `notes` (or, without a list, an info JM001).
-    `project`: the other files of a reviewed tree (semantic.project.Project), followed on demand."""
+    `project`: the other files of a reviewed tree (semantic.project.Project), followed on demand;
+    `tree`: `source` already parsed by the caller (a notebook's joined cells)."""
     lines = source.splitlines()
     try:
-        tree = (project.take_tree(path, source) if project is not None else None) or parse(source, path)
+        kept_tree, kept_model = project.take(path, source) if project is not None and tree is None else (None, None)
+        tree = tree or kept_tree or parse(source, path)
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
         newer = newer_syntax(exc, lines)
         if newer is not None and notes is not None:
@@ -199,7 +202,7 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
     if not rules:
         return []
     module = project.module_of(path) if project is not None else None
-    analysis = semantic.build(tree, lines, module=module, project=project)
+    analysis = kept_model or semantic.build(tree, lines, module=module, project=project)
     mark_per_step(analysis)
     ctx = Ctx(analysis=analysis, path=path, card_url=card_url, scope=analysis.module_scope)
     walker = _Walker(rules, ctx)

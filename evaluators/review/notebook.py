@@ -8,6 +8,7 @@ A cell that still does not parse is left out with a note; the other cells are re
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -25,6 +26,9 @@ class NotebookSource:
     # For each line of `source` (0-based): (cell number as Jupyter counts it, 1-based, line in cell)
     line_map: list[tuple[int, int]]
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (cell, why) left out
+    # The parse of `source` when load() made one: the review takes it instead of parsing the
+    # whole notebook a second time (notebooks are the largest files a review reads).
+    tree: ast.Module | None = field(default=None, repr=False)
 
     def locate(self, line: int) -> tuple[int, int]:
         if 1 <= line <= len(self.line_map):
@@ -99,11 +103,14 @@ def _automagics(lines: list[str]) -> list[str]:
 
 
 def _parses(text: str) -> bool:
+    return _tree(text) is not None
+
+
+def _tree(text: str) -> ast.Module | None:
     try:
-        parse(text)
+        return parse(text)
     except (SyntaxError, ValueError):
-        return False
-    return True
+        return None
 
 
 def load(text: str) -> NotebookSource:
@@ -118,8 +125,9 @@ def load(text: str) -> NotebookSource:
                if isinstance(cell, dict) and cell.get("cell_type") == "code"]
     whole = "\n".join(line for _n, code in blanked for line in code) + "\n"
     line_map = [(number, i) for number, code in blanked for i in range(1, len(code) + 1)]
-    if _parses(whole):  # the usual case: one parse, no cell needs a closer look
-        return NotebookSource(whole, line_map)
+    tree = _tree(whole)
+    if tree is not None:  # the usual case: one parse, no cell needs a closer look
+        return NotebookSource(whole, line_map, tree=tree)
     lines: list[str] = []
     line_map = []
     skipped: list[tuple[int, str]] = []

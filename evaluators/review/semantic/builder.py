@@ -99,6 +99,7 @@ class _Builder:
         lookup_parent = self.scope.parent if self.scope.is_class else self.scope
         scope = Scope(node, lookup_parent, self.a, params=params, cls=cls)
         self.a.scopes[node] = scope
+        self.scope.inner.append(scope)
         for d in [*args.defaults, *args.kw_defaults]:
             if d is not None:
                 self.visit(d)
@@ -159,6 +160,7 @@ class _Builder:
         self.scope.bind(Binding(node.name, "class", pos(node), node))
         body = Scope(node, self.scope, self.a, cls=info, is_class=True)
         self.a.scopes[node] = body
+        self.scope.inner.append(body)
         prev, self.scope = self.scope, body
         saved_depth, self.loop_depth, self.guarded = (self.loop_depth, self.guarded), 0, 0
         self.visit_list(node.body)
@@ -336,6 +338,7 @@ class _Builder:
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
+        self.scope.calls.append(node)
         q = self.a.qualname(node.func)
         if q in TRACING_NAMES:
             positions = COMPILED_BODIES.get(q, (0,))

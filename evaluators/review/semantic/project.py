@@ -42,9 +42,13 @@ class Project:
         self._by_path = {p: m for m, p in files.items()}
         self._tops = frozenset(m.split(".")[0] for m in files)  # the tree's top-level packages
         self._facts: dict[str, dict[str, FunctionFacts] | None] = {}
-        # Trees parsed to read an imported module's facts, kept until that file's own review
-        # takes them (the reviewer never changes a tree): each file is parsed once per process.
-        self._trees: dict[str, tuple[str, ast.Module]] = {}
+        # Trees and models built to read an imported module's facts, kept until that file's own
+        # review takes them (the reviewer never changes a tree): each file is parsed once per
+        # process, and modelled once unless its model read a module still being modelled.
+        self._kept: dict[str, tuple[str, ast.Module, object | None]] = {}
+        self._building: list[str] = []  # modules whose facts are being computed, outermost first
+        self._tainted: set[str] = set()  # of those, the ones that read an unfinished module
+        self._due: set[str] = set()  # files this process will still review: only theirs are kept
         self._words: dict[str, bool] = {}
         self._suffix: dict[str, str | None] = {}
         self._packages: dict[str, bool] = {}
@@ -101,12 +105,20 @@ class Project:
                 self._words[module] = False
         return self._words[module]
 
-    def take_tree(self, path: str, source: str) -> ast.Module | None:
-        """The tree parsed from `source` for another file's review, if there was one."""
-        if not self._trees:
-            return None
-        kept = self._trees.pop(str(Path(path).resolve()), None)
-        return kept[1] if kept is not None and kept[0] == source else None
+    def expect(self, paths: list[str]) -> None:
+        """This process will review `paths`: a tree parsed for their facts is worth keeping (one
+        reviewed already, or by another worker, would be kept for nothing)."""
+        self._due.update(str(Path(p).resolve()) for p in paths)
+
+    def take(self, path: str, source: str) -> tuple[ast.Module | None, object | None]:
+        """The tree parsed from `source` for another file's review, and its model (semantic.Analysis)
+        when that model is what the file's own review would build: (None, None) if there was none."""
+        if not self._due:
+            return None, None
+        resolved = str(Path(path).resolve())
+        self._due.discard(resolved)
+        kept = self._kept.pop(resolved, None)
+        return (kept[1], kept[2]) if kept is not None and kept[0] == source else (None, None)
 
     def module_of(self, path: str) -> str | None:
         return self._by_path.get(str(Path(path).resolve()))
@@ -138,7 +150,15 @@ class Project:
             return None
         if found not in self._facts:
             self._facts[found] = None  # an import cycle reads "unknown", not a recursion
-            self._facts[found] = _module_facts(self.files[found], found, self)
+            self._building.append(found)
+            try:
+                self._facts[found] = _module_facts(self.files[found], found, self)
+            finally:
+                self._building.pop()
+        elif found in self._building:
+            # A cycle: the modules being modelled read "unknown" here, where their own reviews
+            # (later, with this module's facts known) may read more: their models are not kept.
+            self._tainted.update(self._building)
         facts = self._facts[found]
         return facts.get(name) if facts else None
 
@@ -159,8 +179,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
         tree = parse(text, path)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
         return None
-    project._trees[path] = (text, tree)
     a = semantic.build(tree, text.splitlines(), module=module, project=project)
+    if path in project._due:
+        project._kept[path] = (text, tree, None if module in project._tainted else a)
     scope = a.module_scope
     out: dict[str, FunctionFacts] = {}
     for name, bindings in scope.bindings.items():  # timer helpers: methods of the module's classes

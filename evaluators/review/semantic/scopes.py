@@ -64,6 +64,8 @@ class Scope:
     step_role: object | None = None  # a method that runs a training step on self (roles.Role)
     has_loops: bool = False
     appends: dict[str, list[ast.AST]] = field(default_factory=dict)  # `name.append(x)`: the x's
+    calls: list[ast.Call] = field(default_factory=list)  # calls in this body (not nested scopes)
+    inner: list[Scope] = field(default_factory=list)  # functions and classes defined in this body
 
     def bind(self, b: Binding) -> None:
         self.bindings.setdefault(b.name, []).append(b)

@@ -58,19 +58,47 @@ def _gradient_call(call: ast.Call) -> bool:
 
 
 def trains(fn, ctx: Walk, depth: int = 0) -> bool:
-    """The function computes gradients or applies an optimizer, in its body or one call deep."""
+    """The function computes gradients or applies an optimizer, in its body or one call deep.
+    The answer depends on the function alone, so it is worked out once per file (rules and the
+    facts of an imported module ask it of the same functions many times)."""
     if fn is None:
         return False
+    memo = ctx.analysis.memo.setdefault("trains", {})
+    key = (fn, depth)
+    if key not in memo:
+        memo[key] = _trains(fn, ctx, depth)
+    return memo[key]
+
+
+def _trains(fn, ctx: Walk, depth: int) -> bool:
     scope = ctx.analysis.scopes.get(fn, ctx.analysis.module_scope)
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Call):
-            if _gradient_call(n):
+    for n in calls_in(fn, ctx.analysis):
+        if _gradient_call(n):
+            return True
+        if depth == 0:
+            callee = ctx.analysis.resolve_def(n.func, scope)
+            if callee is not None and callee is not fn and trains(callee, ctx, 1):
                 return True
-            if depth == 0:
-                callee = ctx.analysis.resolve_def(n.func, scope)
-                if callee is not None and callee is not fn and trains(callee, ctx, 1):
-                    return True
     return False
+
+
+def calls_in(fn: ast.AST, analysis) -> list[ast.Call]:
+    """Every call in a function (its header and body, nested functions and classes included),
+    from what the model recorded while building, instead of walking the function again."""
+    scope = analysis.scopes.get(fn)
+    if scope is None:
+        return [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+    args = fn.args
+    header = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+    if not isinstance(fn, ast.Lambda):
+        header += fn.decorator_list
+    out = [n for h in header for n in ast.walk(h) if isinstance(n, ast.Call)]
+    stack = [scope]
+    while stack:
+        s = stack.pop()
+        out.extend(s.calls)
+        stack.extend(s.inner)
+    return out
 
 
 def training_call(call: ast.Call, ctx: Walk) -> bool:
