@@ -27,6 +27,11 @@ class Finding:
     cell: int | None = None  # notebooks: 1-based index among all cells, as Jupyter shows them
     measured: dict[str, Any] = field(default_factory=dict)
     confidence: str = "sure"
+    # The semantic model proved the rule's premises. Usually the same as confidence == "sure";
+    # false where it guessed. A rule whose proven findings did not hold on unseen code
+    # (calibration.py) reports them as possible but proven: not shown by default, yet its fix
+    # stays as safe as the edit is.
+    proven: bool = True
     # What a run of the code showed on this line (`--run`): {"status": "confirmed" | "not-seen",
     # "per_step": {...}, "first_step": {...}}; None when nothing was run.
     runtime: dict[str, Any] | None = None

@@ -28,7 +28,7 @@ def _plural(n: int, word: str) -> str:
 # counts hidden possible ones, and after a run the findings by runtime status. Findings carry
 # `fix_applicability` (safe / unsafe / null: what `--fix` can do), the summary `fixable`; with --fix or
 # --diff the document adds `fixes` (what was applied, the diff) and, with a run, `fix_run` (the table).
-JSON_VERSION = 2
+JSON_VERSION = 3  # 3: findings carry `proven` (the model proved the premises; calibration.py)
 
 
 def summary_line(findings: Sequence[Finding], files: int | None = None, hidden: int = 0) -> str:

@@ -5,6 +5,7 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
+from jaxmem.evaluators.review import calibration
 from jaxmem.evaluators.review import rules as _rules_pkg
 from jaxmem.evaluators.review.rule import Rule
 
@@ -78,21 +79,15 @@ def select_measured(select: list[str] | None = None, ignore: list[str] | None = 
             and not ("ALL" in ign or any(r.code.startswith(p) for p in ign))]
 
 
-@lru_cache(maxsize=1)
 def measured_precision() -> dict[str, str]:
-    """Each rule's precision on its sure findings in the newest unseen reading (code nobody here
-    had read before it was run): "0.83 (10 of 12)" per code, and "_reading" naming the reading.
-    Written by benchmarks/review/score.py from the labelled reading; absent rules were silent there."""
-    from importlib.resources import files
-
-    import yaml
-
-    try:
-        doc = yaml.safe_load(files("jaxmem.evaluators.review").joinpath("precision.yaml").read_text(encoding="utf-8"))
-    except (FileNotFoundError, OSError):
-        return {}
-    out = {code: f"{v['precision']:.2f} ({v['tp']} of {v['tp'] + v['fp']})" if v.get("tp", 0) + v.get("fp", 0)
-           else "no sure findings" for code, v in (doc.get("rules") or {}).items()}
+    """Each rule's precision on its sure findings in the unseen readings (code nobody here had
+    read before it was run): "0.83 (10 of 12)" per code, "_reading" naming the readings, and
+    whether the record demotes the rule's findings to possible (calibration.py)."""
+    doc = calibration.record()
+    demoted = calibration.demoted()
+    out = {code: (f"{v['precision']:.2f} ({v['tp']} of {v['tp'] + v['fp']})" if v.get("tp", 0) + v.get("fp", 0)
+                  else "no sure findings") + ("; reported as possible" if code in demoted else "")
+           for code, v in (doc.get("rules") or {}).items()}
     if doc.get("reading"):
         out["_reading"] = str(doc["reading"])
     return out

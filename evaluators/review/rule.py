@@ -5,6 +5,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from jaxmem.evaluators.review import calibration
 from jaxmem.evaluators.review.finding import Finding
 from jaxmem.evaluators.review.semantic import Analysis, JitInfo, Scope
 
@@ -121,10 +122,13 @@ class Ctx:
             else:
                 template += f" (this function runs on every iteration of the loop that calls it on line {call.lineno})"
         fix_text = fix or rule.fix
+        # Proven premises, but a rule whose proven findings did not hold on unseen code reports
+        # them as possible (calibration.py; `--list-rules` gives each rule's record).
+        shown_sure = sure and rule.code not in calibration.demoted()
         self.findings.append(Finding(
             path=self.path, line=line, col=getattr(node, "col_offset", 0) + 1, code=rule.code,
             name=rule.name, message=template.format(**fmt) if fmt else template,
             severity=severity or rule.severity, topic=topic, fix=fix_text.format(**fmt) if fmt else fix_text,
             url=self.card_url(topic),
-            source_line=src.strip(), confidence="sure" if sure else "possible",
+            source_line=src.strip(), confidence="sure" if shown_sure else "possible", proven=sure,
         ))

@@ -60,7 +60,7 @@ def test_stdin_is_pasted_code():
 
 def test_formats(files: Path):
     doc = json.loads(run(str(files), "--format", "json").output)
-    assert doc["version"] == 2
+    assert doc["version"] == 3
     assert doc["summary"]["findings"] == 1 and doc["summary"]["files"] == 3
     assert doc["summary"]["possible_not_shown"] == 1 and doc["findings"][0]["confidence"] == "sure"
     sarif = json.loads(run(str(files), "--format", "sarif").output)

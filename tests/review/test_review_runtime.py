@@ -105,7 +105,7 @@ def test_every_format_carries_runtime_and_measured_findings(script):
     assert f"{p}:7:1: JM011 measured: 2 host syncs per step" in text
     assert "[run: confirmed, 1 implicit host->device transfers/step (step 1: 1)" in text
     doc = json.loads(api.format_json(findings))
-    assert doc["version"] == 2 and doc["summary"]["by_runtime"] == {"confirmed": 1, "measured": 1}
+    assert doc["version"] == 3 and doc["summary"]["by_runtime"] == {"confirmed": 1, "measured": 1}
     assert next(f for f in doc["findings"] if f["code"] == "JM011")["runtime"]["per_step"] == {"host_syncs": 2.0}
     sarif = json.loads(api.format_sarif(findings, rules=registry.select()))
     run = sarif["runs"][0]

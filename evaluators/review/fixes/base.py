@@ -30,8 +30,9 @@ class Fix:
 
 
 def make_fix(finding: Finding, applicability: str, title: str, source: str) -> Fix:
-    # A finding whose premise the reviewer only guessed ("possible") never gets a safe fix.
-    if finding.confidence != "sure":
+    # A finding whose premise the reviewer only guessed never gets a safe fix; one shown as
+    # possible only because its rule's record on unseen code is weak (premises proven) keeps it.
+    if not finding.proven:
         applicability = UNSAFE
     return Fix(finding.code, applicability, title, source)
 

@@ -1,0 +1,51 @@
+"""A rule's "sure" findings are shown as sure only where they have held on unseen code.
+
+The semantic model marks a finding sure when it proved the rule's premises (a device array, read
+every step of a training loop). Proven premises are not the same as a real cost: on code nobody
+here had read before the run, some rules' proven findings were mostly wrong or debatable (a
+donation that saves a few kilobytes, double precision a simulation wants). precision.yaml holds
+each rule's measured record on those readings (benchmarks/review/score.py --write-precision).
+A rule whose record does not support "sure" has its findings reported as possible, with the
+record in the message, so the default output, the exit status, SARIF and the pre-commit hook show
+only what has held.
+
+The test is Laplace's rule of succession against the issue's target: the estimated precision
+(tp + 1) / (tp + fp + 2) must reach 0.80. Fewer than MIN_JUDGED judged findings are too little
+evidence to overrule the model, so such a rule keeps its verdict; 3 right of 3 passes, 0 of 4 or
+13 of 21 does not.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+FLOOR = 0.80
+MIN_JUDGED = 3
+
+
+@lru_cache(maxsize=1)
+def record() -> dict:
+    """precision.yaml as written by the benchmark: {"reading": str, "rules": {code: {tp, fp, ...}}}."""
+    from importlib.resources import files
+
+    import yaml
+
+    try:
+        doc = yaml.safe_load(files("jaxmem.evaluators.review").joinpath("precision.yaml").read_text(encoding="utf-8"))
+    except (FileNotFoundError, OSError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def estimate(tp: int, fp: int) -> float:
+    return (tp + 1) / (tp + fp + 2)
+
+
+@lru_cache(maxsize=1)
+def demoted() -> dict[str, str]:
+    """Codes whose sure findings are reported as possible -> the record that says why."""
+    out = {}
+    for code, v in (record().get("rules") or {}).items():
+        tp, fp = int(v.get("tp", 0)), int(v.get("fp", 0))
+        if tp + fp >= MIN_JUDGED and estimate(tp, fp) < FLOOR:
+            out[code] = f"right in {tp} of {tp + fp} on unseen code"
+    return out
