@@ -210,6 +210,7 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
     for rule in rules:
         if rule.wants_module:
             rule.check_module(ctx)
+    analysis.release()  # the findings are plain data; nothing below reads the model
     marks = suppressed(lines) if "jaxmem" in source else {}
     findings = [f for f in ctx.findings if not _is_suppressed(f, marks)] if marks else ctx.findings
     # One finding per rule and place: nested loops or two matching patterns never double-report.

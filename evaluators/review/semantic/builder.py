@@ -58,6 +58,15 @@ class _Builder:
         for n in nodes:
             self.visit(n)
 
+    def _header(self, nodes: list[ast.AST]) -> None:
+        """A def's or class's decorators, defaults and bases: evaluated in the enclosing body, but
+        kept apart from that body's own calls (a timer's own calls are its statements')."""
+        calls = self.scope.calls
+        start = len(calls)
+        self.visit_list(nodes)
+        self.scope.header_calls.extend(calls[start:])
+        del calls[start:]
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         # A dotted chain holds nothing this pass records except what sits at its base.
         base = node.value
@@ -100,11 +109,9 @@ class _Builder:
         scope = Scope(node, lookup_parent, self.a, params=params, cls=cls)
         self.a.scopes[node] = scope
         self.scope.inner.append(scope)
-        for d in [*args.defaults, *args.kw_defaults]:
-            if d is not None:
-                self.visit(d)
+        self._header([d for d in [*args.defaults, *args.kw_defaults] if d is not None])
         if not isinstance(node, ast.Lambda):
-            self.visit_list(node.decorator_list)
+            self._header(node.decorator_list)
             info = None
             for dec in node.decorator_list:
                 info = info or self.a.decorator_jit(dec, node, self.scope)
@@ -145,8 +152,7 @@ class _Builder:
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.visit_list(node.decorator_list)
-        self.visit_list(node.bases)
+        self._header([*node.decorator_list, *node.bases])
         info = ClassInfo(node, bases=list(node.bases))
         for base in node.bases:
             q = self.a.qualname(base)

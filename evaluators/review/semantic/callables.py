@@ -95,7 +95,7 @@ class CallablesMixin:
 
     def jit_info(self, func: ast.AST, scope: Scope | None = None) -> JitInfo | None:
         """The jitted callable a call site invokes, if known (cached per node: rules ask often)."""
-        key = id(func)
+        key = func
         if key in self._jcache:
             return self._jcache[key]
         self._jcache[key] = None  # recursion guard (`f = f` chains)

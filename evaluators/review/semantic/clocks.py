@@ -27,7 +27,7 @@ def reads_clock(a: Analysis, fn: ast.AST, depth: int = 0) -> bool:
     if fn not in memo:
         memo[fn] = False
         scope = a.scopes.get(fn)
-        for n in _own_calls(fn):
+        for n in _own_calls(fn, a):
             if a.qualname(n.func) in TIMERS:
                 memo[fn] = True
                 break
@@ -103,7 +103,13 @@ def _project_method(a: Analysis, func: ast.AST, scope: Scope):
     return None
 
 
-def _own_calls(fn: ast.AST):
+def _own_calls(fn: ast.AST, a: Analysis | None = None):
+    """The calls of the function's own statements (not of functions or classes defined in it):
+    recorded by the model as it was built, or found by walking when the function is not modelled."""
+    scope = a.scopes.get(fn) if a is not None else None
+    if scope is not None:
+        yield from scope.calls
+        return
     stack = list(fn.body)
     while stack:
         n = stack.pop()

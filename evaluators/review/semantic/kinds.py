@@ -106,7 +106,7 @@ class KindsMixin:
         """"jax" (device array or pytree of them), "np" (NumPy array), "scalar", "hostlist" (a list
         known to hold host values), "scalars" (a list of Python numbers), "list" (contents unknown),
         or None (unknown). `strict`: only what the source proves."""
-        key = (id(expr), strict)
+        key = (expr, strict)
         if key in self._kcache:
             return self._kcache[key]
         self._kcache[key] = None

@@ -38,10 +38,12 @@ class Analysis(CallablesMixin, KindsMixin):
         # Calls inside loops, for the call graph: (call, innermost loop, scope, under `if i % N`).
         self.loop_calls: list[tuple[ast.Call, ast.AST | None, Scope, bool]] = []
         self.calls_by_name: dict[str, list[tuple[ast.Call, Scope]]] = {}  # `f(...)` call sites by name
-        # Rules ask for the same call's name many times; the tree outlives this cache, so ids are stable.
-        self._qcache: dict[int, str | None] = {}
-        self._jcache: dict[int, JitInfo | None] = {}
-        self._kcache: dict[tuple[int, bool], str | None] = {}
+        # Rules ask for the same call's name many times. Keyed by the node itself, not its id:
+        # rules also ask about nodes they make on the fly (`ast.Name(arg)`), and a freed node's id
+        # is reused by the next one, which would read the first one's answer.
+        self._qcache: dict[ast.AST, str | None] = {}
+        self._jcache: dict[ast.AST, JitInfo | None] = {}
+        self._kcache: dict[tuple[ast.AST, bool], str | None] = {}
         self._bkinds: dict[tuple[int, bool], str | None] = {}
         self._returns: dict[tuple[ast.AST, bool], str | None] = {}
         self.memo: dict = {}  # per-file results of predicates computed outside the walk (roles)
@@ -49,10 +51,21 @@ class Analysis(CallablesMixin, KindsMixin):
         self.project = None  # facts of the other files of a reviewed tree (project.Project), if any
         self._returned: dict[ast.AST, ast.AST | None] = {}
 
+    def release(self) -> None:
+        """Break the model's reference cycles (scopes point at the model and at each other) once a
+        review is done with it, so reference counting frees the file's objects at once instead of
+        the cycle collector tracing them (collector.py)."""
+        for scope in self.scopes.values():
+            scope.analysis = scope.parent = None
+            scope.inner = []
+        for cache in (self.scopes, self.memo, self.classes, self.jitted_defs, self._returned, self._qcache,
+                      self._jcache, self._kcache, self._bkinds):
+            cache.clear()
+
     # ---- names -------------------------------------------------------------------------
     def qualname(self, expr: ast.AST) -> str | None:
         """`jnp.zeros` -> "jax.numpy.zeros" when `jnp` is an import alias; else None."""
-        key = id(expr)
+        key = expr
         if key in self._qcache:
             return self._qcache[key]
         q = self._qcache[key] = self._qualname(expr)

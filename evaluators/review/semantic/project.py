@@ -53,6 +53,11 @@ class Project:
         self._suffix: dict[str, str | None] = {}
         self._packages: dict[str, bool] = {}
         # Packages of the tree: every proper prefix of a module name (`src` of `src.training`).
+        # Modules by their last component: an import matches a module of the tree only if they
+        # end the same (the suffix matches below), so each lookup reads a handful, not the tree.
+        self._by_last: dict[str, list[str]] = {}
+        for m in files:
+            self._by_last.setdefault(m.rpartition(".")[2], []).append(m)
         self._prefixes = frozenset(".".join(m.split(".")[:i]) for m in files for i in range(1, m.count(".") + 1))
 
     @classmethod
@@ -130,11 +135,12 @@ class Project:
         if dotted in self.files:
             return dotted
         if dotted not in self._suffix:
-            matches = [m for m in self.files if dotted.endswith("." + m)]
+            same_end = self._by_last.get(dotted.rpartition(".")[2], ())
+            matches = [m for m in same_end if dotted.endswith("." + m)]
             if not matches:
                 # The package sits in a folder of the tree (`src/pkg/mod.py` reviewed from the
                 # repository root is `src.pkg.mod`; the code imports `pkg.mod`): one match only.
-                deeper = [m for m in self.files if m.endswith("." + dotted)]
+                deeper = [m for m in same_end if m.endswith("." + dotted)]
                 matches = deeper if len(deeper) == 1 else []
             self._suffix[dotted] = max(matches, key=len) if matches else None
         return self._suffix[dotted]
@@ -180,8 +186,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
         return None
     a = semantic.build(tree, text.splitlines(), module=module, project=project)
+    keep = path in project._due and module not in project._tainted
     if path in project._due:
-        project._kept[path] = (text, tree, None if module in project._tainted else a)
+        project._kept[path] = (text, tree, a if keep else None)
     scope = a.module_scope
     out: dict[str, FunctionFacts] = {}
     for name, bindings in scope.bindings.items():  # timer helpers: methods of the module's classes
@@ -219,4 +226,6 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             fn = fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else None
             out[name] = FunctionFacts(jit=b.info, returns="jax", returns_strict="jax",
                                       trains=fn is not None and trains(fn, At(a, a.scopes.get(fn) or scope)))
+    if not keep:
+        a.release()
     return out

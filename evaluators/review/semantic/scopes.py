@@ -65,6 +65,7 @@ class Scope:
     has_loops: bool = False
     appends: dict[str, list[ast.AST]] = field(default_factory=dict)  # `name.append(x)`: the x's
     calls: list[ast.Call] = field(default_factory=list)  # calls in this body (not nested scopes)
+    header_calls: list[ast.Call] = field(default_factory=list)  # in headers of defs/classes in it
     inner: list[Scope] = field(default_factory=list)  # functions and classes defined in this body
 
     def bind(self, b: Binding) -> None:

@@ -97,6 +97,7 @@ def calls_in(fn: ast.AST, analysis) -> list[ast.Call]:
     while stack:
         s = stack.pop()
         out.extend(s.calls)
+        out.extend(s.header_calls)
         stack.extend(s.inner)
     return out
 
