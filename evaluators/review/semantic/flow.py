@@ -115,7 +115,8 @@ def _a_step(a: Analysis, call: ast.Call, scope: Scope) -> bool:
         return False
     if isinstance(call.func, ast.Attribute) and a.kind(call.func.value, scope) in ("jax", "np", "scalar"):
         return False  # `x = x.reshape(...)`: a method of an array, not a step
-    return isinstance(call.func, (ast.Name, ast.Attribute))
+    # A callable looked up in a container (`fns["step"](state, batch)`) is as unknown as a name.
+    return isinstance(call.func, (ast.Name, ast.Attribute, ast.Subscript))
 
 
 def _keys(expr: ast.AST) -> list[str]:

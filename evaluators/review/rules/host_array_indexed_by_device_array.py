@@ -1,0 +1,77 @@
+"""JM105 host-array-indexed-by-device-array
+
+What it does
+    Flags a subscript inside an eagerly running Python loop whose index is a JAX array and whose
+    indexed value is not one: `x_train[perm[i]]` with `perm` from `jax.random.permutation` and
+    `x_train` a NumPy array.
+
+Why is this bad
+    NumPy converts the index with `__array__`: it waits for the device to finish the work queued
+    before it and copies the index to the host, every iteration. The gathered batch then goes
+    back to the device. The step loop cannot run ahead of the device any more, so the host and
+    the device take turns instead of overlapping.
+
+Example
+    perm = jax.random.permutation(key, n).reshape(-1, batch_size)
+    for i in range(perm.shape[0]):
+        idx = perm[i]
+        state, loss = train_step(state, x_train[idx], y_train[idx])
+
+Use instead
+    perm = np.random.default_rng(seed).permutation(n).reshape(-1, batch_size)   # host indices
+    for i in range(perm.shape[0]):
+        idx = perm[i]
+        state, loss = train_step(state, x_train[idx], y_train[idx])
+    # or keep the data on the device (`x_train = jax.device_put(x_train)`) and index it there
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules.numpy_conversion_in_loop import WORDS
+from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS
+from jaxmem.evaluators.review.semantic.roles import per_step_read
+
+# Kinds of indexed values that take a device index without a copy to the host: a JAX array
+# gathers on the device; a Python scalar or string cannot be indexed by an array at all.
+_ON_DEVICE = ("jax",)
+
+
+class HostArrayIndexedByDeviceArray(Rule):
+    code = "JM105"
+    name = "host-array-indexed-by-device-array"
+    topic = "implicit-host-sync"
+    severity = "warning"
+    message = ("`{value}` is indexed with JAX array `{index}` in a loop: NumPy copies the index to the host "
+               "and waits for the device every iteration")
+    fix = ("Make the indices on the host (`np.random.default_rng(seed).permutation(n)`), or put the data on the "
+           "device once and index it there.")
+    node_types = (ast.Subscript,)
+    only_in_host_loops = True
+    requires = ("[",)
+
+    def check(self, node: ast.Subscript, ctx: Ctx) -> None:
+        if not (ctx.host_loop or ctx.per_step_body) or not isinstance(node.ctx, ast.Load):
+            return
+        if ctx.loops and isinstance(ctx.loops[-1], COMPREHENSIONS):
+            return  # a comprehension builds data (setup, a gather); the steps run in statement loops
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        index = [p for p in parts if not isinstance(p, ast.Slice) and ctx.kind(p) == "jax"]
+        if not index:
+            return
+        held = ctx.kind(node.value)
+        if held in _ON_DEVICE:
+            return
+        if held not in ("np", None) or periodic(ctx) or not_per_step(ctx, WORDS):
+            return
+        how = per_step_read(ctx, index, gather=True)
+        if how is None:
+            return
+        # Sure only where the indexed value is proven host data and the index a device array.
+        sure = how == "sure" and ctx.kind(node.value, strict=True) == "np"
+        ctx.report(self, node, value=ast.unparse(node.value)[:40], index=ast.unparse(index[0])[:40], sure=sure)
+
+
+RULE = HostArrayIndexedByDeviceArray()
