@@ -44,6 +44,10 @@ from jaxmem.evaluators.review.semantic import clocks
 from jaxmem.evaluators.review.semantic.names import dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import is_sync, waits
 
+# Compiled loops run eagerly: each call compiles the whole loop and dispatches it asynchronously.
+EAGER_LOOPS = frozenset({"jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop", "jax.lax.map",
+                         "flax.nnx.scan", "flax.nnx.fori_loop", "flax.nnx.while_loop"})
+
 
 def _names_compilation(stmt: ast.stmt) -> bool:
     """`compile_time = time.time() - tic`, `timings["compilation"] = ...`: the region is meant to
@@ -141,7 +145,7 @@ class TimingWithoutBlockUntilReady(Rule):
         `guessed`: the helper is a timer by its class's name only (its body is not in the review)."""
         runs, waited, _jitted = self._scan(stmts, ctx)
         if runs and not waited:
-            ctx.report(self, at, sure=not guessed and any(info.exact for info in self._jit_infos(stmts, ctx)))
+            ctx.report(self, at, sure=not guessed and self._proven_work(stmts, ctx))
 
     def _region(self, body: list[ast.stmt], start: int, i: int, name: str, stmt: ast.stmt, stop: ast.AST,
                 ctx: Ctx) -> None:
@@ -156,9 +160,9 @@ class TimingWithoutBlockUntilReady(Rule):
         if labelled:
             return  # the region is meant to time the compiling call
         if not waited:
-            # Sure when the region runs a jitted callable resolved exactly: its result is a device
-            # array whose work nothing in the region waits for.
-            ctx.report(self, stop, sure=any(info.exact for info in self._jit_infos(body[start + 1:i], ctx)))
+            # Sure when the region runs a jitted callable resolved exactly or a compiled loop: its
+            # result is a device array whose work nothing in the region waits for.
+            ctx.report(self, stop, sure=self._proven_work(body[start + 1:i], ctx))
             return
         if ctx.loops:
             return  # timed on every iteration: only the first includes compilation
@@ -173,6 +177,19 @@ class TimingWithoutBlockUntilReady(Rule):
             # (on unseen code these made 10 false positives of 10 as possible findings).
             if ctx.scope is ctx.analysis.module_scope:
                 ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix, severity="info", func=first)
+
+    @staticmethod
+    def _proven_work(stmts: list[ast.stmt], ctx: Ctx) -> bool:
+        """The region dispatches compiled work the model can name: a jitted callable resolved
+        exactly, or a compiled loop run eagerly (`jax.lax.scan(...)` outside jit compiles the
+        whole loop and returns before it has run, like a jitted call)."""
+        for stmt in stmts:
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Call):
+                    info = ctx.jit_info(n.func)
+                    if (info is not None and info.exact) or ctx.qualname(n.func) in EAGER_LOOPS:
+                        return True
+        return False
 
     @staticmethod
     def _jit_infos(stmts: list[ast.stmt], ctx: Ctx) -> list:
