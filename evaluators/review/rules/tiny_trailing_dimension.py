@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 
 SHAPED = frozenset({"zeros", "ones", "empty", "full"})
 MIN_ELEMENTS = 65_536
 MIN_FACTOR = 4
+# Code that names a TPU as its platform: `jax.devices("tpu")`, `default_backend() == "tpu"`,
+# Pallas's TPU module, `JAX_PLATFORMS=tpu`.
+_TPU = re.compile(r"""['"]tpu['"]|pallas\s*\.\s*tpu|\bpltpu\b|JAX_PLATFORMS\s*=\s*['"]?tpu""", re.I)
 
 
 def _padded(n: int, tile: int) -> int:
@@ -67,7 +71,17 @@ class TinyTrailingDimension(Rule):
         padded = dims[:-2] + [_padded(dims[-2], 8), _padded(dims[-1], 128)]
         factor = math.prod(padded) / size
         if factor >= MIN_FACTOR:
-            ctx.report(self, node, shape=tuple(dims), padded=tuple(padded), factor=f"{factor:.0f}")
+            # The padding exists on TPU only: sure where the module shows it targets one.
+            ctx.report(self, node, shape=tuple(dims), padded=tuple(padded), factor=f"{factor:.0f}",
+                       sure=_targets_tpu(ctx))
+
+
+def _targets_tpu(ctx: Ctx) -> bool:
+    memo = ctx.analysis.memo
+    if "targets_tpu" not in memo:
+        text = "\n".join(ctx.analysis.lines)
+        memo["targets_tpu"] = bool(_TPU.search(text))
+    return memo["targets_tpu"]
 
 
 RULE = TinyTrailingDimension()
