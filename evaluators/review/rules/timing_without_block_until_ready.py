@@ -41,12 +41,8 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
 from jaxmem.evaluators.review.semantic import clocks
-from jaxmem.evaluators.review.semantic.names import dotted, pos
+from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import is_sync, waits
-
-# Compiled loops run eagerly: each call compiles the whole loop and dispatches it asynchronously.
-EAGER_LOOPS = frozenset({"jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop", "jax.lax.map",
-                         "flax.nnx.scan", "flax.nnx.fori_loop", "flax.nnx.while_loop"})
 
 
 def _names_compilation(stmt: ast.stmt) -> bool:

@@ -13,6 +13,7 @@ from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_c
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import (
     COMPREHENSIONS,
+    EAGER_LOOPS,
     HOST_METHODS,
     JAX_ARRAY_FUNCS,
     JAX_ARRAY_PREFIXES,
@@ -145,7 +146,7 @@ def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
         return True
     if short_under_guard(ctx):
         return True
-    if _report_loop(ctx, inner):
+    if _report_loop(ctx, inner) or _chunked(ctx, inner):
         return True
     if sync and _draws(ctx, list(inner.body) if isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) else []):
         return True
@@ -184,6 +185,26 @@ def _draws(ctx: Walk, roots: list[ast.AST]) -> bool:
                 return True
         stack.extend(ast.iter_child_nodes(n))
     return False
+
+def _chunked(ctx: Walk, loop: ast.AST) -> bool:
+    """Each iteration runs a compiled loop eagerly (`state, m = jax.lax.scan(update, state, None,
+    length=log_period)`): the steps run on the device inside it, and the host loop goes chunk by
+    chunk, so a read per iteration is a read per chunk of steps (a logging interval by design)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+        return False
+    memo = ctx.memo.setdefault("chunked", {})
+    if id(loop) not in memo:
+        stack: list[ast.AST] = list(loop.body)
+        found = False
+        while stack and not found:
+            n = stack.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            found = isinstance(n, ast.Call) and ctx.analysis.qualname(n.func) in EAGER_LOOPS
+            stack.extend(ast.iter_child_nodes(n))
+        memo[id(loop)] = found
+    return memo[id(loop)]
+
 
 def _report_loop(ctx: Walk, loop: ast.AST) -> bool:
     """`for mean, std in zip(means, stds): print(...)`: a loop over the elements of device

@@ -27,6 +27,10 @@ COMPILED_BODIES: dict[str, tuple[int, ...]] = {
     "haliax.scan": (0,), "haliax.fold": (0,), "haliax.map": (0,),
     "equinox.internal.while_loop": (0, 1), "equinox.internal.scan": (0,),
 }
+# Compiled loops run eagerly: each call compiles the whole loop and dispatches it asynchronously,
+# so one call runs many steps on the device.
+EAGER_LOOPS = frozenset({"jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop", "jax.lax.map",
+                         "flax.nnx.scan", "flax.nnx.fori_loop", "flax.nnx.while_loop"})
 CONTROL_FLOW = frozenset(k for k in COMPILED_BODIES if not k.endswith(("shard_map", "pallas_call")))
 PALLAS = "jax.experimental.pallas.pallas_call"
 # Transforms whose function argument is traced (values are tracers), without being compiled on

@@ -75,6 +75,12 @@ def trip_count(it: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) ->
         if isinstance(arg, (ast.List, ast.Tuple)):
             return len(arg.elts)  # the first axis of a literal array
         return None
+    if isinstance(it, ast.Call) and it.args and analysis.qualname(it.func) in _PROGRESS:
+        # A progress bar iterates what it wraps: `tqdm(range(n))`; `trange(n)` is `range(n)`.
+        q = analysis.qualname(it.func)
+        if q.endswith("trange"):
+            return trip_count(ast.Call(ast.Name("range", ast.Load()), it.args, []), analysis, scope, depth + 1)
+        return trip_count(it.args[0], analysis, scope, depth + 1)
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and analysis.is_builtin(it.func, scope):
         name, args = it.func.id, it.args
         if name == "range" and 1 <= len(args) <= 3:
@@ -90,6 +96,10 @@ def trip_count(it: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) ->
             known = [c for c in counts if c is not None]
             return min(known) if known else None
     return None
+
+
+_PROGRESS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm", "tqdm.rich.tqdm",
+                       "tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange", "rich.progress.track"})
 
 
 _REDUCTIONS = frozenset({"sum", "mean", "max", "min", "any", "all", "prod", "std", "var", "argmax", "argmin",
