@@ -190,8 +190,7 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
     show = progress if progress is not None else (sys.stderr.isatty() and len(file_paths) >= 50)
     bar = _progress(len(file_paths), show)
     if jobs > 1 and len(file_paths) >= PARALLEL_MIN_FILES:
-        chunk = max(16, len(file_paths) // (jobs * 8))
-        batches = [file_paths[i:i + chunk] for i in range(0, len(file_paths), chunk)]
+        batches = _batches(file_paths, jobs)
         from concurrent.futures import ProcessPoolExecutor  # only batches big enough to share
 
         ctx = get_context("fork") if sys.platform == "linux" else get_context("spawn")
@@ -220,6 +219,39 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
     result.possible = sorted((f for f in result.findings if id(f) not in shown_ids), key=Finding.sort_key)
     result.findings = sorted(kept, key=Finding.sort_key)
     return result
+
+
+def _batches(file_paths: list[str], jobs: int) -> list[list[str]]:
+    """Work for the pool: the files of one folder stay together (a module and the modules it
+    imports are usually neighbours, and each worker models an imported module once for itself),
+    largest batches first so the last ones to finish are small."""
+    chunk = max(16, len(file_paths) // (jobs * 8))
+    groups: dict[str, list[str]] = {}
+    for p in file_paths:
+        groups.setdefault(os.path.dirname(p), []).append(p)
+    batches: list[list[str]] = []
+    current: list[str] = []
+    for files in groups.values():  # discovery order: neighbouring folders stay neighbours
+        if current and len(current) + len(files) > chunk:
+            batches.append(current)
+            current = []
+        for i in range(0, len(files), chunk):
+            part = files[i:i + chunk]
+            if len(part) == chunk:
+                batches.append(part)
+            else:
+                current.extend(part)
+    if current:
+        batches.append(current)
+    sizes = {id(b): sum(_size(p) for p in b) for b in batches}
+    return sorted(batches, key=lambda b: -sizes[id(b)])
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _progress(total: int, show: bool):
