@@ -73,7 +73,8 @@ class BranchOnArrayInLoop(Rule):
             if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
                 return False
             return any(ctx.kind(v) == "jax" for v in [test.left, *test.comparators])
-        if isinstance(test, (ast.Name, ast.Subscript, ast.Call, ast.BinOp)):
+        if isinstance(test, (ast.Name, ast.Subscript, ast.Call, ast.BinOp, ast.Attribute)):
+            # `if nbrs.did_buffer_overflow:` reads a field of a jitted step's result pytree
             return ctx.kind(test) == "jax"
         return False
 

@@ -41,6 +41,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
 from jaxmem.evaluators.review.semantic import clocks
+from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import is_sync, waits
 
@@ -238,9 +239,13 @@ class TimingWithoutBlockUntilReady(Rule):
         """One pass: does JAX work run, does anything wait for it, which jitted functions are called."""
         runs = waited = False
         jitted: list[str] = []
+        # A wait that runs every N steps of a loop in the region (`if step % 100 == 0: log(loss)`)
+        # leaves the steps after the last one it saw queued when the clock stops.
+        sometimes = self._periodic_parts(stmts, ctx)
         for stmt in stmts:
             for n in ast.walk(stmt):
-                if isinstance(n, ast.FormattedValue) and not waited and ctx.kind(n.value) == "jax":
+                if isinstance(n, ast.FormattedValue) and not waited and ctx.kind(n.value) == "jax" \
+                        and n not in sometimes:
                     waited = True
                 if not isinstance(n, ast.Call):
                     continue
@@ -249,14 +254,28 @@ class TimingWithoutBlockUntilReady(Rule):
                     runs = True
                 elif not runs and ctx.kind(n) == "jax":
                     runs = True
-                if not waited and (is_sync(ctx, n) and not self._prints_only_time(n, ctx)
-                                   or self._may_wait(n, ctx) or self._local_waits(n, ctx)):
+                if not waited and n not in sometimes and (
+                        is_sync(ctx, n) and not self._prints_only_time(n, ctx)
+                        or self._may_wait(n, ctx) or self._local_waits(n, ctx)):
                     waited = True
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) and self._opaque(stmt.value, ctx):
                 # A result from code the reviewer cannot see (`result = service.generate(reqs)`)
                 # may well be host data it waited for; not flagging is the safe side.
                 waited = True
         return runs, waited, jitted
+
+    @staticmethod
+    def _periodic_parts(stmts: list[ast.AST], ctx: Ctx) -> set[ast.AST]:
+        """Nodes under `if <step> % N ...:` inside a loop of these statements."""
+        out: set[ast.AST] = set()
+        for stmt in stmts:
+            for loop in ast.walk(stmt):
+                if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+                    continue
+                for n in ast.walk(loop):
+                    if isinstance(n, ast.If) and periodic_guard(n, None, ctx.analysis, ctx.scope):
+                        out.update(x for part in n.body for x in ast.walk(part))
+        return out
 
     @staticmethod
     def _opaque(call: ast.Call, ctx: Ctx) -> bool:

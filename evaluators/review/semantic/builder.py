@@ -179,6 +179,8 @@ class _Builder:
             b = Binding(target.id, how, at, stmt, value=value, index=index, element=element, until=until)
             if how == "assign" and index is None and isinstance(value, ast.Call):
                 self._jit_binding(b, value)
+            elif how == "assign" and index is None and isinstance(value, ast.IfExp):
+                self._maybe_jit_binding(b, value)
             elif how == "assign" and isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
                 # `learn, evaluate, state = setup(...)` where setup returns `jax.pmap(...)` in that place
                 fn = self.a.resolve_def(value.func, self.scope)
@@ -224,6 +226,18 @@ class _Builder:
         info.wrapped = wrapped
         b.info = info
         self.pending_params.append((info, wrapped, self.scope))
+
+    def _maybe_jit_binding(self, b: Binding, value: ast.IfExp) -> None:
+        """`step = step if cfg.no_jit else jax.jit(step)`: jitted on one branch, so the name may
+        hold a jitted callable (not exact: the other branch runs it eagerly)."""
+        for branch in (value.body, value.orelse):
+            if isinstance(branch, ast.Call):
+                probe = Binding(b.name, b.how, b.at, b.node, value=branch)
+                self._jit_binding(probe, branch)
+                if probe.info is not None:
+                    probe.info.exact = False
+                    b.info = probe.info
+                    return
 
     pending_params: list
     pending_returns: list

@@ -84,13 +84,16 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                         if isinstance(t, ast.Name):
                             results[t.id] = (call, read - fresh)
         else:
-            base = value
-            while isinstance(base, (ast.Attribute, ast.Subscript)):
-                base = base.value
-            if isinstance(base, ast.Name) and base.id in results:
-                call, read = results[base.id]
-                if written & read:
-                    yield call, written & read
+            # `s = out.state`, `s = out["s"]`, and `s, n = s_, n_` (the results renamed at once)
+            for part in value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]:
+                base = part
+                while isinstance(base, (ast.Attribute, ast.Subscript)):
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in results:
+                    call, read = results[base.id]
+                    if written & read:
+                        yield call, written & read
+                        break
         fresh |= written
 
 
