@@ -62,6 +62,16 @@ def _names_compilation(stmt: ast.stmt) -> bool:
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
 
 
+def _or_else(test: ast.AST, ctx: Ctx) -> bool:
+    """`step % N == 0 or is_last_step` (also through a name bound to it): the branch also runs on
+    another condition, which may be the last step, so its wait may come after all the work."""
+    if isinstance(test, ast.Name):
+        b = ctx.analysis.resolve(test.id, ctx.scope, pos(test))
+        test = b.value if b is not None and b.how == "assign" and b.value is not None else test
+    return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not all(
+        any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in ast.walk(v)) for v in test.values)
+
+
 class TimingWithoutBlockUntilReady(Rule):
     code = "JM701"
     name = "timing-without-block-until-ready"
@@ -273,7 +283,8 @@ class TimingWithoutBlockUntilReady(Rule):
                 if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
                     continue
                 for n in ast.walk(loop):
-                    if isinstance(n, ast.If) and periodic_guard(n, None, ctx.analysis, ctx.scope):
+                    if isinstance(n, ast.If) and periodic_guard(n, None, ctx.analysis, ctx.scope) \
+                            and not _or_else(n.test, ctx):
                         out.update(x for part in n.body for x in ast.walk(part))
         return out
 
