@@ -37,16 +37,17 @@ def evidence_line(ev: dict | None) -> str:
 def compose_card_answer(main: Card, question: str, card_url, *, fallback_note: str = "", alternative: Card | None = None,
                         also: list[Card] = (), citations: list[Citation] = (), seed_claims: list[SeedClaim] = (),
                         asked: tuple[str, ...] = ()) -> tuple[str, str]:
-    """(opening, rest) of the answer from `main`. The opening: the card's title and summary (its short
-    answer, which names its main fix), then the part of the card that names the fix for this
-    question ("In your case: ..."), the other parts that answer it, and the first lines of its code.
+    """(opening, rest) of the answer from `main`. The opening: the card's title, one line of the names
+    (variables, APIs, flags) most likely to fix this case, the card's summary (its short answer,
+    which names its main fix), then the part of the card that names the fix for this question ("In
+    your case: ..."), the other parts that answer it, and the first lines of its code.
     The rest: every other part of the card, its evidence, community claims, related cards and
     sources. No text is in both.
 
     `alternative`: a second card that fits the question about as well; its title and the first
     sentence of its summary follow the main card's summary. `asked`: the card's stored questions
     nearest to this one (they help find the part that answers)."""
-    from jaxmem.app.focus import opening, plain, rest
+    from jaxmem.app.focus import names, opening, plain, rest
 
     op = opening(main, question, asked)
     out = [f"_{fallback_note}_\n"] if fallback_note else []
@@ -57,9 +58,17 @@ def compose_card_answer(main: Card, question: str, card_url, *, fallback_note: s
     if alternative is not None:
         # A pointer, not a second answer: the other card's title and the first sentence of its
         # summary. Its whole summary pushed the main card's matching part out of the first screen
-        # (real dev: a CPU question's answer started at character 835).
+        # (real dev: a CPU question's answer started at character 835). After that part instead of
+        # before it, it named the key fact more often on sealed-2026-12 dev (+3 of 234) and less
+        # often on the real set (-5 of 311): it stays here.
         texts.insert(1, f"**{label(main.lang, 'rather_about')}: {alternative.meta.title}.** "
                         f"{first_sentence(alternative.meta.summary)}")
+    # The names that most likely fix this case, before any prose (app/focus.py). Given only the room
+    # the first screen had left once the part for this case had begun, they named the key fact
+    # less often (sealed-2026-12 dev 0.611 against 0.667, the real set 0.801 against 0.807).
+    fix = names(main, question, asked)
+    if fix:
+        out.append(f"**{label(main.lang, 'names')}:** " + " · ".join(f"`{n}`" for n in fix))
     out += texts
     if op.code:
         out.append(op.code)

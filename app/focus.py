@@ -9,12 +9,23 @@ app/intent.py), each weighted by how rare it is among the card's units. A word e
 every language. The card's stored questions that retrieval found nearest to the question count as
 part of it: they say, in the card's own language and words, what the user asked.
 
-The opening is the card's summary (its short answer, which names the card's main fix), then the
-best unit that names an identifier (the variable, API or flag that resolves the asked case), then
-the next best units in the card's order, then the first lines of the card's first code block. The
-card is cut so that every part of it lands in exactly one of the opening and the rest (`rest`):
-nothing is repeated. Putting the matched unit before the summary named the key fact of real
-questions less often (docs/measurements.md, 2026-12-04).
+The opening is one line of names (`names`: the card's variables, APIs and flags that most likely fix
+the asked case), the card's summary (its short answer, which names the card's main fix in words),
+then the best unit that names an identifier (the variable, API or flag that resolves the asked
+case), then the next best units in the card's order, then the first lines of the card's first code
+block. The card is cut so that every part of it lands in exactly one of the opening and the rest
+(`rest`): nothing is repeated (the line of names is an index of names the card uses, not a part of
+it). Putting the matched unit before the summary named the key fact of real questions less often
+(docs/measurements.md, 2026-12-04).
+
+Why a line of names: a unit is 100-800 characters and the title and summary take about half of the
+first 800, so one unit, often cut, is all a reader sees first; and a user's question describes a
+symptom ("much more memory than PyTorch") while the part that fixes it names a setting, so the words
+they share often point at a diagnostic part that quotes the same error text. A name is scored by
+what its own words (`XLA_PYTHON_CLIENT_PREALLOCATE` -> xla python client preallocate, as character
+4-grams) share with the question and with the card's title and summary, each weighted by rarity
+among the card's units: a summary says in words which fix the card is about ("turn preallocation
+off"); the name that spells it out is the one to show, in every language the question is asked in.
 """
 from __future__ import annotations
 
@@ -34,6 +45,15 @@ CODE_LINES = 18        # of the first code block shown in the opening; the rest 
 _IDENT = re.compile(r"`[^`\n]+`|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[A-Za-z]+_[A-Za-z0-9_]+|[A-Z][A-Z0-9_]{3,}")
 _UNIT_SPLIT = re.compile(r"(\n\s*\n|\n(?=\s*[-*] |\s*\d+\. ))")
 _LIST_MARK = re.compile(r"^\s*(?:[-*]|\d+\.)\s+")
+NAMES = 5              # in the opening's line of names
+# What a name that fixes something looks like: a dotted API (`jax.device_put(x)`), a snake_case
+# argument or flag (`donate_argnums`, `batch_size=4`), a command-line flag, a call, or an
+# environment variable (`XLA_PYTHON_CLIENT_PREALLOCATE=false`). Not a path or a source file.
+_SPAN = re.compile(r"`([^`\n]+)`")
+_BARE = re.compile(r"(?<![\w.`])(?:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z]+_\w+|[A-Z][A-Z0-9_]{3,})(?![\w`])")
+_FIX_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(.*\))?|[A-Za-z]\w*_\w+(?:=\S+|\(.*\))?|-{1,2}[a-z][\w-]+(?:=\S+)?"
+                       r"|\w+\(.*\)|[A-Z][A-Z0-9]*_[A-Z0-9_]+(?:=\S+)?")
+_FILE = re.compile(r"\.(?:cc|cpp|h|py|md|txt|ya?ml|json)$")
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,86 @@ def _features(text: str) -> dict[str, int]:
 
 def names_a_fix(text: str) -> bool:
     return _IDENT.search(text) is not None
+
+
+@lru_cache(maxsize=8192)
+def names_in(text: str) -> tuple[str, ...]:
+    """The names a text uses that look like a fix (`_FIX_NAME`), in order: code spans without spaces
+    first, then identifiers in its prose (link targets left out)."""
+    spans = [m.group(1).strip() for m in _SPAN.finditer(text)]
+    prose = re.sub(r"\]\([^)]*\)", "]", _SPAN.sub(" ", text))
+    found = [s for s in spans if 2 < len(s) <= 48 and not re.search(r"\s", s)] + _BARE.findall(prose)
+    return tuple(dict.fromkeys(n for n in found if "/" not in n and not _FILE.search(n) and _FIX_NAME.fullmatch(n)))
+
+
+def _base(name: str) -> str:
+    """`jax.lax.map(batch_size=4)` -> map: variants of one name (other values, other receivers) count once."""
+    return re.split(r"[=(\[]", name, maxsplit=1)[0].rsplit(".", 1)[-1].strip("-").lower()
+
+
+def _head(name: str) -> str:
+    """`jax.lax.map(batch_size=4)` -> jax.lax.map: the name without a value or arguments."""
+    return re.split(r"[=(\[]", name, maxsplit=1)[0].lower()
+
+
+def _norm(v: dict[str, float]) -> float:
+    return math.sqrt(sum(x * x for x in v.values()))
+
+
+@dataclass(frozen=True)
+class _NameIndex:
+    """A card version's fix names with their word vectors, and what scores a question against them."""
+    idf: dict[str, float]
+    card: dict[str, float]                               # the title and summary, weighted
+    names: tuple[tuple[str, dict[str, float], float], ...]  # (name, its words weighted, their norm)
+
+    def vec(self, text: str) -> dict[str, float]:
+        return {f: c * self.idf.get(f, 1.0) for f, c in _features(text).items()}
+
+
+@lru_cache(maxsize=1024)
+def _name_index(title: str, summary: str, units: tuple[str, ...]) -> _NameIndex:
+    df: dict[str, int] = {}
+    for text in units:
+        for f in _features(text):
+            df[f] = df.get(f, 0) + 1
+    index = _NameIndex({f: math.log(1 + len(units) / c) for f, c in df.items()}, {}, ())
+    shown = f"{title}\n{summary}".lower()
+    found = dict.fromkeys(name for text in units for name in names_in(text)
+                          if _base(name) and not re.search(rf"(?<![\w.]){re.escape(_head(name))}(?!\w)", shown))
+    named = []
+    for name in found:
+        words = index.vec(re.sub(r"[^\w]+|_", " ", name))
+        named.append((name, words, _norm(words)))
+    return _NameIndex(index.idf, index.vec(f"{title}\n{summary}"), tuple(named))
+
+
+def names(card: Card, question: str, asked: tuple[str, ...] = (), n: int = NAMES) -> list[str]:
+    """The card's names (variables, APIs, flags) most likely to fix the asked case, best first: each
+    scored by the cosine of its words with the question (and the stored questions nearest it) plus
+    that with the card's title and summary, over character n-grams weighted by their rarity among the
+    card's units; one variant per name; none the title or summary already shows (module doc)."""
+    found = cut(card).units
+    index = _name_index(card.meta.title, found[0].text, tuple(u.text for u in found[1:]))
+    asked_v = index.vec("\n".join((question, *asked)))
+    a_norm, c_norm = _norm(asked_v), _norm(index.card)
+    score = {}
+    for name, words, norm in index.names:
+        if not norm:
+            score[name] = 0.0
+            continue
+        dot_a = sum(v * asked_v[f] for f, v in words.items() if f in asked_v)
+        dot_c = sum(v * index.card[f] for f, v in words.items() if f in index.card)
+        score[name] = (dot_a / (norm * a_norm) if a_norm else 0.0) + (dot_c / (norm * c_norm) if c_norm else 0.0)
+    out, bases = [], set()
+    for name in sorted(score, key=lambda x: -score[x]):  # stable: ties keep the card's order
+        if _base(name) in bases:
+            continue
+        out.append(name)
+        bases.add(_base(name))
+        if len(out) >= n:
+            break
+    return out
 
 
 def scores(found: list[Unit], question: str, asked: tuple[str, ...] = ()) -> dict[int, float]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jaxmem.app.compose import compose_card_answer
-from jaxmem.app.focus import cut, opening, plain, scores
+from jaxmem.app.focus import cut, names, opening, plain, scores
 from jaxmem.ingest.cards import CorpusLayout, load_card
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
@@ -79,13 +79,46 @@ def test_the_opening_and_the_rest_repeat_nothing_and_lose_nothing(topic, questio
         assert both.count(line) == 1, (u.section, line[:80], both.count(line))
 
 
-def test_the_summary_opens_and_the_part_naming_the_asked_identifier_follows():
+def test_the_names_line_and_the_summary_open_and_the_part_naming_the_asked_identifier_follows():
     c = card("gpu-preallocation")
     answer, _ = compose_card_answer(c, "does XLA_PYTHON_CLIENT_PREALLOCATE work on TPU?", url)
-    body = answer.split("\n\n", 1)[1].lstrip()
-    assert body.startswith(c.meta.summary.strip()[:60])
+    line, body = answer.split("\n\n", 1)[1].lstrip().split("\n\n", 1)
+    assert line.startswith("**Key settings and APIs:** `")
+    assert body.lstrip().startswith(c.meta.summary.strip()[:60])
     case = answer.index("**In your case:**")
     assert "XLA_PYTHON_CLIENT_PREALLOCATE" in answer[case:case + 400]
+
+
+def test_the_names_a_summary_speaks_of_in_words_lead_even_when_the_question_names_none():
+    # The question describes a symptom; the summary says in words which fix the card is about
+    # (preallocation), and the line spells out the variable that does it.
+    c = card("multi-process-gpu")
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in c.meta.title + c.meta.summary
+    q = "Two training scripts on one card: the second one dies with out of memory right away."
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in names(c, q)
+    answer, _ = compose_card_answer(c, q, url)
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in answer[:800]
+
+
+@pytest.mark.parametrize("lang", ["en", "ja", "sv"])
+def test_the_names_line_is_in_the_first_screen_in_every_language(lang):
+    c = card("buffer-donation", lang)
+    answer, more = compose_card_answer(c, "jit keeps two copies of my parameters in memory during the update", url)
+    assert "donate_argnums" in answer[:800]
+    line = next(l for l in answer.split("\n") if l.startswith("**") and "`" in l)
+    assert line not in more
+
+
+def test_names_are_fixes_one_variant_each_and_not_what_the_opening_already_shows():
+    for topic in ("oom-debugging", "vmap-memory", "gpu-allocator", "xla-rematerialization", "cuda-init-failures"):
+        c = card(topic)
+        got = names(c, "out of memory", n=50)
+        assert got, topic
+        bases = [re.split(r"[=(\[]", n)[0].rsplit(".", 1)[-1].lower() for n in got]
+        assert len(bases) == len(set(bases)), (topic, got)  # batch_size=1, batch_size=8: one of them
+        assert not [n for n in got if "/" in n or re.search(r"\.(cc|py|h)$", n) or " " in n], (topic, got)
+        heads = [re.split(r"[=(\[]", n)[0] for n in got]
+        assert not [h for h in heads if re.search(rf"(?<![\w.]){re.escape(h)}(?!\w)", c.meta.title + c.meta.summary)]
 
 
 def test_the_part_for_this_case_is_labelled_in_the_cards_language():
@@ -141,7 +174,11 @@ def test_a_second_cards_pointer_is_one_sentence_and_leaves_room_for_the_answer()
     assert first != summary, "the test needs a summary of several sentences"
     assert f"{other.meta.title}.** {first}\n" in answer
     assert summary not in answer
-    assert "On CPU none of this applies" in answer[:800], answer[:900]
+    # the part for this case follows the pointer at once (it began at character 835 after the whole
+    # summary; the line of names before the summary now takes about 190 of the first 800)
+    after = answer[answer.index(f"{first}\n") + len(first):].lstrip()
+    assert after.startswith("**In your case:** On CPU none of this applies"), answer[:1000]
+    assert answer.index("On CPU none of this applies") < 900
 
 
 def test_first_sentence_ends_at_a_full_stop_not_inside_a_number_or_version():
