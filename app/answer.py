@@ -1,9 +1,9 @@
 """The advisor's result types and the interface words of every language: what every front end
 renders and `jaxmem ask --json` prints.
 
-`jaxmem ask --json` contract, version 2 (the `version` field): `answer` is the opening (the part of
-the card that names the fix for this question, the card's summary, the parts that answer the
-question, the first lines of its code) and `more` everything else (the rest of the card, evidence,
+`jaxmem ask --json` contract, version 2 (the `version` field): `answer` is the opening (a line of the
+card's names most likely to fix this case, the card's summary, the part of the card that names the
+fix for this question, the parts that answer the question, the first lines of its code) and `more` everything else (the rest of the card, evidence,
 community claims, related cards, sources); no text is in both. Version 1 had no `version` field, a
 `lead` field with the opening, and an `answer` that repeated the opening before the whole card."""
 from __future__ import annotations
