@@ -33,11 +33,14 @@ import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
+from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import per_step_read
 from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 CONVERTERS = frozenset({"float", "int", "bool", "complex"})
+# How a helper copies a whole array to the host (helpers.converted_params), as against a scalar.
+ARRAY_COPIES = frozenset({".tolist()", "np.asarray", "np.array", "jax.device_get"})
 # A benchmark named for one of these measures the host read itself.
 READ_WORDS = ("item", "tolist", "to_host", "device_get", "fetch", "host_read", "d2h", "device_to_host")
 
@@ -49,6 +52,8 @@ class HostScalarConversionInLoop(Rule):
     severity = "warning"
     message = "`{what}` on a JAX array in a loop forces a device->host sync every iteration"
     fix = "Accumulate on device (e.g. `total = total + loss`) and read the value once after the loop, or every N steps."
+    helper_message = ("`{call}` is handed JAX array `{what}` in a loop and `{callee}` converts it with `{how}`: "
+                      "a device->host sync every iteration")
     node_types = (ast.Call,)
     requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(')
     only_in_host_loops = True
@@ -63,11 +68,31 @@ class HostScalarConversionInLoop(Rule):
         elif isinstance(func, ast.Attribute) and func.attr in ("item", "tolist") and ctx.kind(func.value) == "jax":
             what, value = f"{describe(func.value)}.{func.attr}()", func.value
         else:
+            self._through_helper(node, ctx)
             return
         if not periodic(ctx) and not not_per_step(ctx, READ_WORDS):
             how = per_step_read(ctx, [value])
             if how is not None:
                 ctx.report(self, node, what=what, sure=how == "sure")
+
+    def _through_helper(self, node: ast.Call, ctx: Ctx) -> None:
+        """`metric.add(loss, acc)` where the local `add` does `float(b)` on its arguments."""
+        fn = ctx.analysis.resolve_def(node.func, ctx.scope)
+        converted = helpers.converted_params(ctx.analysis, fn)
+        if not converted:
+            return
+        found = [(arg, how) for arg, how in helpers.argument_converted(ctx.analysis, node, fn, converted)
+                 if ctx.kind(arg) == "jax"]
+        if not found or periodic(ctx) or not_per_step(ctx, READ_WORDS):
+            return
+        # A helper that copies whole arrays out (`np.asarray`, `.tolist()`) gathers results, the
+        # job of an evaluation loop; one that makes a Python number of each is a per-step read.
+        arrays = all(conv in ARRAY_COPIES for _, conv in found)
+        how = per_step_read(ctx, [arg for arg, _ in found], gather=arrays)
+        if how is not None:
+            arg, conv = found[0]
+            ctx.report(self, node, message=self.helper_message, what=describe(arg), call=ast.unparse(node.func)[:40],
+                       how=conv, callee=getattr(fn, "name", "?"), sure=how == "sure")
 
 
 RULE = HostScalarConversionInLoop()

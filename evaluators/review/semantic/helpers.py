@@ -1,0 +1,107 @@
+"""Helpers that read their arguments on the host: `meter.update(loss)` where `update` does
+`float(loss)`.
+
+Training loops written with habits from other frameworks pass the step's outputs to a small
+accumulator or logger class of the user's own (`AverageMeter.update`, `Accumulator.add`) that turns
+each argument into a Python number. The sync is then one call deep, in code of the same file or
+notebook: the call site passes device arrays, the callee's body calls `float()` on them. The model
+answers which parameters a local function or method converts, so a rule can cost the call.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.model import Analysis
+
+_BUILTIN_CONVERTERS = frozenset({"float", "int", "bool", "complex"})
+_NUMPY_CONVERTERS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
+_METHODS = frozenset({"item", "tolist"})
+
+
+def converted_params(a: Analysis, fn: ast.AST) -> dict[str, str]:
+    """Parameter -> how the function's own body turns it into a host value (`float(b)`), directly
+    or through names bound from it (`for a, b in zip(self.data, args): float(b)`). `*args` is
+    keyed by its name. Empty for a function under a transform (its values are tracers)."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    memo = a.memo.setdefault("converted_params", {})
+    if fn not in memo:
+        scope = a.scopes.get(fn)
+        memo[fn] = {} if scope is None or scope.traced else _converted(a, fn)
+    return memo[fn]
+
+
+def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    args = fn.args
+    params = [p.arg for p in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    if args.vararg is not None:
+        params.append(args.vararg.arg)
+    origin: dict[str, set[str]] = {p: {p} for p in params if p not in ("self", "cls")}
+
+    def sources(expr: ast.AST) -> set[str]:
+        return {p for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in origin for p in origin[n.id]}
+
+    def bind(target: ast.AST, found: set[str]) -> None:
+        for n in ast.walk(target):
+            if isinstance(n, ast.Name) and found:
+                origin.setdefault(n.id, set()).update(found)
+
+    out: dict[str, str] = {}
+    for n in _own_nodes(fn):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+            bind(n.target, sources(n.iter))
+        elif isinstance(n, ast.Assign):
+            for t in n.targets:
+                bind(t, sources(n.value))
+        elif isinstance(n, ast.Call):
+            how = _conversion(a, n)
+            if how is not None:
+                arg = n.func.value if isinstance(n.func, ast.Attribute) and n.func.attr in _METHODS else (
+                    n.args[0] if n.args else None)
+                if isinstance(arg, ast.Name):
+                    for p in origin.get(arg.id, ()):
+                        out.setdefault(p, how)
+    return out
+
+
+def _conversion(a: Analysis, call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Name) and call.func.id in _BUILTIN_CONVERTERS and len(call.args) == 1 \
+            and call.func.id not in a.aliases:
+        return f"{call.func.id}()"
+    if isinstance(call.func, ast.Attribute) and call.func.attr in _METHODS and not call.args:
+        return f".{call.func.attr}()"
+    q = a.qualname(call.func)
+    if q in _NUMPY_CONVERTERS and call.args:
+        return q.replace("numpy.", "np.")
+    return None
+
+
+def _own_nodes(fn: ast.AST):
+    """The function's statements and expressions in source order, not those of nested defs."""
+    stack = list(reversed(fn.body))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield n
+        children = list(ast.iter_child_nodes(n))
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            children = [*n.generators, *(c for c in children if not isinstance(c, ast.comprehension))]
+        stack.extend(reversed(children))
+
+
+def argument_converted(a: Analysis, call: ast.Call, fn: ast.AST, converted: dict[str, str]):
+    """(argument expression, how) for each argument of `call` that lands on a converted parameter."""
+    args = fn.args
+    positional = [p.arg for p in [*args.posonlyargs, *args.args]]
+    if positional and positional[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        positional = positional[1:]
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        name = positional[i] if i < len(positional) else (args.vararg.arg if args.vararg is not None else None)
+        if name in converted:
+            yield arg, converted[name]
+    for kw in call.keywords:
+        if kw.arg in converted:
+            yield kw.value, converted[kw.arg]
