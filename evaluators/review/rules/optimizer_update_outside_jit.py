@@ -31,7 +31,6 @@ import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
-from jaxmem.evaluators.review.semantic.names import pos
 from jaxmem.evaluators.review.semantic.roles import in_training_step
 
 
@@ -74,11 +73,7 @@ class OptimizerUpdateOutsideJit(Rule):
     @staticmethod
     def _optax_object(expr: ast.AST, ctx: Ctx) -> bool:
         """A name bound to `optax.something(...)` (an optimizer or a chain of transformations)."""
-        if not isinstance(expr, ast.Name):
-            return False
-        b = ctx.analysis.resolve(expr.id, ctx.scope, pos(expr))
-        value = b.value if b is not None and b.how == "assign" and b.index is None else None
-        return isinstance(value, ast.Call) and (ctx.qualname(value.func) or "").startswith("optax.")
+        return isinstance(expr, ast.Name) and (ctx.analysis.constructor_of(expr, ctx.scope) or "").startswith("optax.")
 
 
 RULE = OptimizerUpdateOutsideJit()

@@ -199,11 +199,6 @@ class TimingWithoutBlockUntilReady(Rule):
         return False
 
     @staticmethod
-    def _jit_infos(stmts: list[ast.stmt], ctx: Ctx) -> list:
-        return [info for stmt in stmts for n in ast.walk(stmt) if isinstance(n, ast.Call)
-                for info in [ctx.jit_info(n.func)] if info is not None]
-
-    @staticmethod
     def _difference(stmt: ast.stmt, end: str | None, start: str) -> bool:
         """`end - start` somewhere in the statement (any `... - start` when `end` is None)."""
         return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.right, ast.Name)

@@ -170,20 +170,26 @@ def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
 PLOT_METHODS = frozenset({"imshow", "plot", "scatter", "contour", "contourf", "pcolormesh", "hist", "bar",
                           "set_title", "cla", "clf", "pause", "draw", "savefig", "matshow", "quiver"})
 
-def _draws(ctx: Walk, roots: list[ast.AST]) -> bool:
-    """A call into matplotlib (`plt.imshow`, `ax.set_title(...)`) in these statements, outside
-    nested functions: the iteration renders, a host-side cost far above one device read."""
+def _own_calls(roots: list[ast.AST]):
+    """The calls in these statements, outside functions and classes defined in them."""
     stack = list(roots)
     while stack:
         n = stack.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         if isinstance(n, ast.Call):
-            q = ctx.analysis.qualname(n.func) or ""
-            if q.startswith("matplotlib.") or (isinstance(n.func, ast.Attribute) and n.func.attr in PLOT_METHODS
-                                               and not q.startswith(("jax.", "numpy."))):
-                return True
+            yield n
         stack.extend(ast.iter_child_nodes(n))
+
+
+def _draws(ctx: Walk, roots: list[ast.AST]) -> bool:
+    """A call into matplotlib (`plt.imshow`, `ax.set_title(...)`) in these statements, outside
+    nested functions: the iteration renders, a host-side cost far above one device read."""
+    for n in _own_calls(roots):
+        q = ctx.analysis.qualname(n.func) or ""
+        if q.startswith("matplotlib.") or (isinstance(n.func, ast.Attribute) and n.func.attr in PLOT_METHODS
+                                           and not q.startswith(("jax.", "numpy."))):
+            return True
     return False
 
 def _chunked(ctx: Walk, loop: ast.AST) -> bool:
@@ -194,15 +200,7 @@ def _chunked(ctx: Walk, loop: ast.AST) -> bool:
         return False
     memo = ctx.memo.setdefault("chunked", {})
     if id(loop) not in memo:
-        stack: list[ast.AST] = list(loop.body)
-        found = False
-        while stack and not found:
-            n = stack.pop()
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                continue
-            found = isinstance(n, ast.Call) and ctx.analysis.qualname(n.func) in EAGER_LOOPS
-            stack.extend(ast.iter_child_nodes(n))
-        memo[id(loop)] = found
+        memo[id(loop)] = any(ctx.analysis.qualname(n.func) in EAGER_LOOPS for n in _own_calls(loop.body))
     return memo[id(loop)]
 
 
