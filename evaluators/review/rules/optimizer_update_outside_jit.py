@@ -2,7 +2,9 @@
 
 What it does
     Flags an optax optimizer step run eagerly in a Python training loop: `tx.update(grads,
-    opt_state, ...)` on an optimizer made with `optax.*`, outside any jitted function.
+    opt_state, ...)` on an optimizer made with `optax.*`, or Flax's
+    `state.apply_gradients(grads=...)` (a `TrainState` method that runs `tx.update` and then
+    `optax.apply_updates`, per its docstring), outside any jitted function.
 
 Why is this bad
     Outside `jit`, JAX dispatches every operation on its own: the optimizer's arithmetic runs as
@@ -40,25 +42,32 @@ class OptimizerUpdateOutsideJit(Rule):
     topic = "jit-compilation"
     severity = "warning"
     message = "`{func}` runs the optimizer eagerly in this loop: each of its operations is dispatched on its own for every parameter leaf, every step"
-    fix = "Move the gradient, `tx.update` and `optax.apply_updates` into one jitted train step (donate the parameters and optimizer state)."
+    fix = ("Move the gradient and the optimizer step (`tx.update` and `optax.apply_updates`, or `state.apply_gradients`) "
+           "into one jitted train step (donate the parameters and optimizer state).")
     node_types = (ast.Call,)
     only_in_host_loops = True
-    requires = ("optax",)  # the optimizer is made with optax.*
+    requires = ("optax", "apply_gradients")  # an optax optimizer, or a TrainState that holds one
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body) or ctx.scope.traced:
             return
         # The optimizer's arithmetic is in `tx.update` (Adam: moments, bias correction, scaling);
         # `optax.apply_updates` alone is one add per leaf, not worth a finding of its own.
-        if not (isinstance(node.func, ast.Attribute) and node.func.attr == "update" and len(node.args) >= 2
-                and self._optax_object(node.func.value, ctx)):
+        if not isinstance(node.func, ast.Attribute):
             return
-        func = f"{ast.unparse(node.func.value)[:30]}.update"
+        if node.func.attr == "update":
+            if not (len(node.args) >= 2 and self._optax_object(node.func.value, ctx)):
+                return
+        # Flax's `TrainState.apply_gradients(*, grads, **kwargs)` takes the gradients by keyword
+        # only; Keras' optimizer method of the same name takes them positionally.
+        elif not (node.func.attr == "apply_gradients" and any(k.arg == "grads" for k in node.keywords)):
+            return
+        func = f"{ast.unparse(node.func.value)[:30]}.{node.func.attr}"
         if periodic(ctx) or not_per_step(ctx, (), sync=False):
             return
         # Sure in a loop proven to train, or where the call replaces its own input (`u, opt_state
-        # = tx.update(g, opt_state)`): the optimizer state it carries from step to step is the
-        # proof that this loop trains.
+        # = tx.update(g, opt_state)`, `state = state.apply_gradients(grads=g)`): the optimizer
+        # state it carries from step to step is the proof that this loop trains.
         ctx.report(self, node, func=func, sure=in_training_step(ctx) or self._replaces_input(node, ctx))
 
     @staticmethod
@@ -67,7 +76,7 @@ class OptimizerUpdateOutsideJit(Rule):
         if not (isinstance(stmt, ast.Assign) and stmt.value is node and ctx.loops):
             return False
         written = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        read = {a.id for a in [*node.args, *(k.value for k in node.keywords)] if isinstance(a, ast.Name)}
+        read = {a.id for a in [node.func.value, *node.args, *(k.value for k in node.keywords)] if isinstance(a, ast.Name)}
         return bool(written & read)
 
     @staticmethod
