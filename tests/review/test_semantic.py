@@ -168,6 +168,26 @@ def test_state_replaced_through_the_results_attributes_is_state():
     assert ast.unparse(call) == "learn(learner_state)" and names == frozenset({"learner_state"})
 
 
+def test_sgd_written_inline_on_gradients_computed_in_the_loop_is_a_proven_training_loop():
+    # No step function: the gradient is taken in the loop and applied by a library call. The
+    # gradients' binding proves it trains; a tree map of something else carries state unproven.
+    src = """
+    import jax
+    grad_fn = jax.value_and_grad(lambda p, x: (p * x).sum())
+    def fit(params, xs, noise):
+        for x in xs:
+            loss, grads = grad_fn(params, x)
+            params = jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+        for x in xs:
+            params = jax.tree.map(lambda p, n: p + n, params, noise)
+    """
+    a, tree = model(src)
+    first, second = sorted(loops_of(tree), key=lambda n: n.lineno)
+    r = role(a, first, scope_at(a, 5))
+    assert (r.role, r.proven, r.state) == ("train", True, frozenset({"params"}))
+    assert role(a, second, scope_at(a, 5)).role == "eval"  # device arithmetic, nothing trained or stepped
+
+
 # ---- periodic branches -----------------------------------------------------------------------------
 
 def test_a_modulus_of_one_is_every_step_and_a_flag_bound_to_a_modulus_is_periodic():

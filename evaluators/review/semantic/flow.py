@@ -9,9 +9,10 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, dotted
+from jaxmem.evaluators.review.semantic.names import GRADIENT_APPLIERS, LOOP_TYPES, dotted
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
+from jaxmem.evaluators.review.semantic.training import applies_gradients
 
 # Packages whose functions are operations, not a user's step (`x = jnp.tanh(x)`, `s = np.clip(s)`).
 LIBRARIES = ("jax.", "numpy.", "math.", "scipy.", "flax.", "optax.", "haiku.", "equinox.", "chex.", "torch.",
@@ -112,7 +113,11 @@ def _a_step(a: Analysis, call: ast.Call, scope: Scope) -> bool:
         if a.project is not None and a.project.function(q) is not None:
             return True
         # A function of the user's own package (not a numerical library's operation) may well be
-        # the step: `state = train_step(state, batch)` imported from elsewhere.
+        # the step: `state = train_step(state, batch)` imported from elsewhere. So is a library
+        # call that applies gradients (`params = jax.tree.map(lambda p, g: p - lr * g, params,
+        # grads)`: SGD written inline; a tree map of anything else is arithmetic, not a step).
+        if q in GRADIENT_APPLIERS:
+            return q == "optax.apply_updates" or applies_gradients(call)
         return not q.startswith(LIBRARIES)
     if isinstance(call.func, ast.Name) and a.is_builtin(call.func, scope):
         return False

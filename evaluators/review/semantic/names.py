@@ -50,6 +50,13 @@ TRACING_NAMES = frozenset({
     "haiku.transform", "haiku.transform_with_state", "haiku.without_apply_rng", "haiku.vmap", "haiku.remat",
     "objax.Vectorize", "objax.GradValues", "objax.Grad",
 }) | JIT_NAMES | frozenset(COMPILED_BODIES)
+# Transforms that return gradients when their result is called.
+GRADIENT_TRANSFORMS = frozenset({
+    "jax.grad", "jax.value_and_grad", "flax.nnx.grad", "flax.nnx.value_and_grad",
+    "equinox.filter_grad", "equinox.filter_value_and_grad",
+})
+# Library calls that apply gradients handed to them: inline SGD over a pytree, optax's update.
+GRADIENT_APPLIERS = frozenset({"jax.tree.map", "optax.apply_updates"})
 CUSTOM_RULES = frozenset({"jax.custom_jvp", "jax.custom_vjp", "flax.nnx.custom_vjp", "flax.linen.custom_vjp",
                           "equinox.filter_custom_vjp", "equinox.filter_custom_jvp"})
 # Transforms whose result, when called, is arrays (make_jaxpr gives a jaxpr, eval_shape shapes).

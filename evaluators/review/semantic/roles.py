@@ -33,6 +33,7 @@ from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.training import (
     applies_gradients,
+    computed_gradients,
     jitted_def,
     named_for_training,
     trains,
@@ -102,7 +103,9 @@ def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
             return Role("train", info is not None, call, names)
         return Role("step", info is not None, call, names)
     if trains(fn, at) or applies_gradients(call):
-        return Role("train", exact, call, names)
+        # Handed gradients that the code computed just before: the update is proven to train
+        # whatever applies it (a library call such as `jax.tree.map` included).
+        return Role("train", exact or computed_gradients(call, at), call, names)
     if named_for_training(call.func) and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         # Named as a training step, body out of sight (imported, built elsewhere): proven only for
         # a jitted callable resolved exactly. A visible body that takes no gradient is a step.

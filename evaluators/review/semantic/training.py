@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic.names import GRADIENT_TRANSFORMS, pos
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 TRAINING_STEP_HINTS = ("train", "update", "fit", "learn", "sgd", "optim")
@@ -110,3 +111,37 @@ def training_call(call: ast.Call, ctx: Walk) -> bool:
     info = ctx.jit_info(call.func)
     fn = jitted_def(info, ctx) if info is not None else ctx.analysis.resolve_def(call.func, ctx.scope)
     return trains(fn, ctx)
+
+
+def gradient_transform(func: ast.AST, ctx: Walk) -> ast.Call | None:
+    """`jax.grad(f)` that `func` is, written inline or bound to a name (also under `jax.jit`:
+    `jax.jit(jax.value_and_grad(f))`): that transform's call, else None."""
+    made = func
+    if isinstance(func, ast.Name):
+        b = ctx.analysis.resolve(func.id, ctx.scope, pos(func))
+        made = b.value if b is not None and b.how == "assign" and b.index is None else None
+        if isinstance(made, ast.Call) and ctx.analysis.jit_from_call(made, ctx.scope) is not None and made.args:
+            made = made.args[0]
+    if isinstance(made, ast.Call) and ctx.qualname(made.func) in GRADIENT_TRANSFORMS and made.args:
+        return made
+    return None
+
+
+def computed_gradients(call: ast.Call, ctx: Walk) -> bool:
+    """A name handed to `call` holds gradients that the code computed just before, proven by
+    where it was bound: `loss, grads = grad_fn(params, x)` with `grad_fn = jax.value_and_grad(f)`
+    (jitted or not), `grads = jax.grad(f)(params)`, or the result of a local function that takes
+    gradients in its body."""
+    for v in [*call.args, *(k.value for k in call.keywords)]:
+        if not isinstance(v, ast.Name):
+            continue
+        b = ctx.analysis.resolve(v.id, ctx.scope, pos(v))
+        made = b.value if b is not None and b.how == "assign" else None
+        if not isinstance(made, ast.Call):
+            continue
+        if gradient_transform(made.func, ctx) is not None:
+            return True
+        fn = ctx.analysis.resolve_def(made.func, ctx.scope)
+        if fn is not None and trains(fn, ctx):
+            return True
+    return False
