@@ -105,12 +105,15 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
         tests_skipped = 0
         cache: dict[Path, object] = {}  # folder -> its .gitignore spec (or None)
         for dirpath, dirnames, filenames in os.walk(p):
-            d = Path(dirpath)
+            # os.walk follows no links, so a folder it enters is under `root` as written: its
+            # place there is read from the walk's path, not resolved again (a resolve() costs an
+            # lstat per path component, per folder and per file).
+            here = root.joinpath(os.path.relpath(dirpath, p))
             local = list(specs)
             if respect_gitignore:
                 # Each .gitignore between the root and here applies, relative to its own folder.
                 cur = root
-                for part in ("", *d.resolve().relative_to(root).parts):
+                for part in ("", *here.relative_to(root).parts):
                     cur = cur / part if part else cur
                     if cur not in cache:
                         cache[cur] = _spec_in(cur)
@@ -118,7 +121,9 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
                         local.append((cur, cache[cur]))
             keep = []
             for name in sorted(dirnames):
-                full = (d / name).resolve()
+                full = here / name
+                if os.path.islink(full):
+                    full = full.resolve()
                 if not full.is_relative_to(root):
                     continue  # a link to a folder elsewhere (os.walk does not follow it anyway)
                 rel = full.relative_to(root).as_posix()
@@ -129,7 +134,9 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
             for name in sorted(filenames):
                 if not name.endswith(PY_SUFFIXES):
                     continue
-                full = (d / name).resolve()
+                full = here / name
+                if os.path.islink(full):
+                    full = full.resolve()
                 if not full.is_relative_to(root):
                     # A symbolic link to a file outside the reviewed folder: not this tree's code.
                     notes.append(Note(os.path.join(dirpath, name), "a link to a file outside the reviewed folder; "

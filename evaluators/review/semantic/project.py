@@ -50,6 +50,7 @@ class Project:
         self._tainted: set[str] = set()  # of those, the ones that read an unfinished module
         self._due: set[str] = set()  # files this process will still review: only theirs are kept
         self._words: dict[str, bool] = {}
+        self._real: dict[str, str] = {}  # a path as given -> resolved (each resolve() is a few lstat calls)
         self._suffix: dict[str, str | None] = {}
         self._packages: dict[str, bool] = {}
         # Packages of the tree: every proper prefix of a module name (`src` of `src.training`).
@@ -65,18 +66,28 @@ class Project:
         """Module names relative to each reviewed directory (`src/pkg/mod.py` under `src/` is
         `pkg.mod`); a file given on its own is its stem."""
         out: dict[str, str] = {}
+        real: dict[str, str] = {}
         dirs = [Path(r).resolve() for r in roots if Path(r).is_dir()]
         for f in files:
+            p = Path(f).resolve()
+            real[f] = str(p)
             if not f.endswith(".py"):
                 continue
-            p = Path(f).resolve()
             base = next((d for d in dirs if d in p.parents), p.parent)
             parts = list(p.relative_to(base).with_suffix("").parts)
             if parts and parts[-1] == "__init__":
                 parts.pop()
             if parts:
                 out[".".join(parts)] = str(p)
-        return cls(out)
+        project = cls(out)
+        project._real = real
+        return project
+
+    def real(self, path: str) -> str:
+        got = self._real.get(path)
+        if got is None:
+            got = self._real[path] = str(Path(path).resolve())
+        return got
 
     def prefilter_text(self, source: str) -> str:
         """Words the rules' text prefilter should also see: a file that imports from a module of
@@ -113,20 +124,20 @@ class Project:
     def expect(self, paths: list[str]) -> None:
         """This process will review `paths`: a tree parsed for their facts is worth keeping (one
         reviewed already, or by another worker, would be kept for nothing)."""
-        self._due.update(str(Path(p).resolve()) for p in paths)
+        self._due.update(self.real(p) for p in paths)
 
     def take(self, path: str, source: str) -> tuple[ast.Module | None, object | None]:
         """The tree parsed from `source` for another file's review, and its model (semantic.Analysis)
         when that model is what the file's own review would build: (None, None) if there was none."""
         if not self._due:
             return None, None
-        resolved = str(Path(path).resolve())
+        resolved = self.real(path)
         self._due.discard(resolved)
         kept = self._kept.pop(resolved, None)
         return (kept[1], kept[2]) if kept is not None and kept[0] == source else (None, None)
 
     def module_of(self, path: str) -> str | None:
-        return self._by_path.get(str(Path(path).resolve()))
+        return self._by_path.get(self.real(path))
 
     def _module_for(self, dotted: str) -> str | None:
         """The reviewed module an import names: exactly, or by its trailing components (the tree
