@@ -231,6 +231,10 @@ def mark_per_step(analysis: semantic.Analysis) -> None:
         fn = analysis.resolve_def(call.func, scope)
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
+        if analysis.jit_info(call.func, scope) is not None:
+            # `self.train_step` re-bound in `__init__` to a jitted or pmapped version of the
+            # method: the call runs the compiled program, not the method's body on the host.
+            continue
         callee = analysis.scopes.get(fn)
         if callee is None or callee is scope or callee.traced or callee.per_step is not None:
             continue

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxmem.evaluators.review import semantic
+from jaxmem.evaluators.review import engine, semantic
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.project import Project
@@ -186,6 +186,25 @@ def test_sgd_written_inline_on_gradients_computed_in_the_loop_is_a_proven_traini
     r = role(a, first, scope_at(a, 5))
     assert (r.role, r.proven, r.state) == ("train", True, frozenset({"params"}))
     assert role(a, second, scope_at(a, 5)).role == "eval"  # device arithmetic, nothing trained or stepped
+
+
+def test_a_method_pmapped_through_its_class_in_init_is_compiled_and_not_a_per_step_body():
+    src = """
+    import jax
+    class Trainer:
+        def __init__(self):
+            self.train_step = jax.pmap(Trainer.train_step, axis_name="d")
+        def train_step(self, state, batch):
+            return jax.grad(lambda p: (p * batch).sum())(state)
+        def train(self, state, loader):
+            for batch in loader:
+                state = self.train_step(state, batch)
+    """
+    a, tree = model(src)
+    step = tree.body[1].body[1]
+    assert a.scopes[step].jitted
+    engine.mark_per_step(a)
+    assert a.scopes[step].per_step is None
 
 
 # ---- periodic branches -----------------------------------------------------------------------------

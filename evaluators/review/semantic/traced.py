@@ -85,4 +85,9 @@ def functions_in(a: Analysis, expr: ast.AST, scope: Scope, depth: int = 0) -> li
     if isinstance(expr, ast.Call) and a.qualname(expr.func) in TRACING_NAMES and expr.args:
         return functions_in(a, expr.args[0], scope, depth + 1)  # jit(vmap(f))
     fn = a.resolve_def(expr, scope)
+    if fn is None and isinstance(expr, ast.Attribute):
+        # `jax.pmap(Trainer.train_step)`: a method named through its class (in `__init__`, to
+        # put the compiled version on the instance under the method's own name).
+        cls = a.local_class(expr.value)
+        fn = cls.methods.get(expr.attr) if cls is not None else None
     return [fn] if fn is not None else []
