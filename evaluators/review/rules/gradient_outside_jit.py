@@ -4,7 +4,9 @@ What it does
     Flags a gradient computed eagerly on every step of a Python training loop:
     `jax.grad(loss)(params, batch)` or `jax.value_and_grad(...)` (Flax NNX's and Equinox's alike)
     called outside any jitted function, in the loop or in a step function the loop calls that
-    nothing jits, on a loss that is not jitted either.
+    nothing jits, on a loss that is not jitted either; also in a method that stores its
+    optimizer step on `self` (`self.params = optax.apply_updates(...)`): such a method is a
+    training step whoever calls it, and cannot run under jit.
 
 Why is this bad
     Outside `jit`, JAX dispatches every primitive of the forward and the backward pass on its own:
@@ -32,7 +34,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import enclosing_role, in_training_step
-from jaxmem.evaluators.review.semantic.training import gradient_transform
+from jaxmem.evaluators.review.semantic.training import gradient_transform, updates_own_state
 
 
 class GradientOutsideJit(Rule):
@@ -44,20 +46,27 @@ class GradientOutsideJit(Rule):
                "operation by operation instead of running as one compiled program")
     fix = "Jit the training step, gradient and update together (`@jax.jit`, donating the parameters), or at least `jax.jit(jax.value_and_grad(loss))`."
     node_types = (ast.Call,)
-    only_in_host_loops = True
+    only_in_host_loops = False  # also a method that stores its step on `self`, loop or not
     requires = ("grad",)
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
-        if not (ctx.host_loop or ctx.per_step_body) or ctx.scope.traced:
+        # A method that stores its step's result on `self` is a training step of its own, run
+        # eagerly by construction (semantic.training.updates_own_state), loop in sight or not.
+        own_step = not ctx.loops and updates_own_state(ctx.scope, ctx.analysis)
+        if not (ctx.host_loop or ctx.per_step_body or own_step) or ctx.scope.traced:
             return
         what = self._eager_gradient(node.func, ctx)
-        if what is None or periodic(ctx) or not_per_step(ctx, (), sync=False):
+        if what is None:
             return
-        # A loop that computes gradients and carries nothing from step to step is not training
-        # (a sensitivity map, a saliency loop over inputs): its one eager pass is the job.
-        if not enclosing_role(ctx).steps:
-            return
-        ctx.report(self, node, what=what, sure=in_training_step(ctx))
+        if not own_step:
+            if periodic(ctx) or not_per_step(ctx, (), sync=False):
+                return
+            # A loop that computes gradients and carries nothing from step to step is not
+            # training (a sensitivity map, a saliency loop over inputs): its one eager pass is
+            # the job.
+            if not enclosing_role(ctx).steps:
+                return
+        ctx.report(self, node, what=what, sure=own_step or in_training_step(ctx))
 
     @staticmethod
     def _eager_gradient(func: ast.AST, ctx: Ctx) -> str | None:

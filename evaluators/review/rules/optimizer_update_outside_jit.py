@@ -34,6 +34,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import in_training_step
+from jaxmem.evaluators.review.semantic.training import updates_own_state
 
 
 class OptimizerUpdateOutsideJit(Rule):
@@ -45,11 +46,12 @@ class OptimizerUpdateOutsideJit(Rule):
     fix = ("Move the gradient and the optimizer step (`tx.update` and `optax.apply_updates`, or `state.apply_gradients`) "
            "into one jitted train step (donate the parameters and optimizer state).")
     node_types = (ast.Call,)
-    only_in_host_loops = True
+    only_in_host_loops = False  # also a method that stores its step on `self`, loop or not
     requires = ("optax", "apply_gradients")  # an optax optimizer, or a TrainState that holds one
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
-        if not (ctx.host_loop or ctx.per_step_body) or ctx.scope.traced:
+        own_step = not ctx.loops and updates_own_state(ctx.scope, ctx.analysis)
+        if not (ctx.host_loop or ctx.per_step_body or own_step) or ctx.scope.traced:
             return
         # The optimizer's arithmetic is in `tx.update` (Adam: moments, bias correction, scaling);
         # `optax.apply_updates` alone is one add per leaf, not worth a finding of its own.
@@ -63,12 +65,19 @@ class OptimizerUpdateOutsideJit(Rule):
         elif not (node.func.attr == "apply_gradients" and any(k.arg == "grads" for k in node.keywords)):
             return
         func = f"{ast.unparse(node.func.value)[:30]}.{node.func.attr}"
-        if periodic(ctx) or not_per_step(ctx, (), sync=False):
+        if not own_step and (periodic(ctx) or not_per_step(ctx, (), sync=False)):
             return
         # Sure in a loop proven to train, or where the call replaces its own input (`u, opt_state
         # = tx.update(g, opt_state)`, `state = state.apply_gradients(grads=g)`): the optimizer
         # state it carries from step to step is the proof that this loop trains.
-        ctx.report(self, node, func=func, sure=in_training_step(ctx) or self._replaces_input(node, ctx))
+        # A method that stores the update on `self` is a training step run eagerly by
+        # construction (semantic.training.updates_own_state).
+        message = None
+        if own_step:
+            message = ("`{func}` runs the optimizer eagerly in a method that stores its step on `self` (so nothing can jit "
+                       "it): each of its operations is dispatched on its own for every parameter leaf, every update")
+        ctx.report(self, node, func=func, message=message,
+                   sure=own_step or in_training_step(ctx) or self._replaces_input(node, ctx))
 
     @staticmethod
     def _replaces_input(node: ast.Call, ctx: Ctx) -> bool:
@@ -81,8 +90,16 @@ class OptimizerUpdateOutsideJit(Rule):
 
     @staticmethod
     def _optax_object(expr: ast.AST, ctx: Ctx) -> bool:
-        """A name bound to `optax.something(...)` (an optimizer or a chain of transformations)."""
-        return isinstance(expr, ast.Name) and (ctx.analysis.constructor_of(expr, ctx.scope) or "").startswith("optax.")
+        """A name bound to `optax.something(...)` (an optimizer or a chain of transformations), or
+        an attribute of `self` that a method of the class sets so (`self.optimizer = optax.adam(...)`)."""
+        if isinstance(expr, ast.Name):
+            return (ctx.analysis.constructor_of(expr, ctx.scope) or "").startswith("optax.")
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            cls = ctx.analysis.class_of_receiver(expr.value, ctx.scope)
+            bindings = cls.attrs.get(expr.attr, ()) if cls is not None else ()
+            return any(isinstance(b.value, ast.Call) and (ctx.qualname(b.value.func) or "").startswith("optax.")
+                       for b in bindings)
+        return False
 
 
 RULE = OptimizerUpdateOutsideJit()

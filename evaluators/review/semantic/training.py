@@ -145,3 +145,42 @@ def computed_gradients(call: ast.Call, ctx: Walk) -> bool:
         if fn is not None and trains(fn, ctx):
             return True
     return False
+
+
+def updates_own_state(scope, analysis) -> bool:
+    """A method, run eagerly, whose own statements store an optimizer's or a gradient step's result
+    on `self` (`updates, self.opt_state = self.optimizer.update(...)`, `self.params =
+    optax.apply_updates(...)`, `self.state = self.state.apply_gradients(...)`). Such a method is a
+    training step whoever calls it, once per step; and it cannot be running under jit (assigning a
+    traced value to `self` would leak a tracer), so whatever it computes runs op by op."""
+    fn = scope.node
+    if scope.cls is None or scope.traced or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    memo = analysis.memo.setdefault("updates_own_state", {})
+    if fn not in memo:
+        memo[fn] = any(_stores_step_on_self(stmt) for stmt in _own_statements(fn.body))
+    return memo[fn]
+
+
+def _own_statements(body: list[ast.stmt]):
+    """The statements of a function's own body, blocks included, nested functions and classes not."""
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        yield stmt
+        for field in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, field, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend(handler.body)
+
+
+def _stores_step_on_self(stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.Assign):
+        return False
+    value = stmt.value
+    if not (isinstance(value, ast.Call) and _gradient_call(value)):
+        return False
+    targets = [e for t in stmt.targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+    return any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" for t in targets)
