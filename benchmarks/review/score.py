@@ -44,8 +44,11 @@ def findings(reading: Path) -> list[dict]:
         r = api.review_paths([str(repo)], respect_gitignore=False, jobs=1, progress=False, show_possible=True)
         for f in r.findings:
             rel = Path(f.path).resolve().relative_to(reading.resolve()).as_posix()
+            # `proven`: the model's own verdict, kept apart from the tier shown (a rule whose record
+            # on unseen code does not support "sure" shows proven findings as possible), so that
+            # its record keeps counting and a rule can earn "sure" back.
             out.append({"file": rel, "cell": f.cell, "line": f.line, "code": f.code, "confidence": f.confidence,
-                        "message": f.message, "source_line": f.source_line})
+                        "proven": f.proven, "message": f.message, "source_line": f.source_line})
     return out
 
 
@@ -117,8 +120,13 @@ def render(reading: Path, s: dict) -> str:
 
 
 def write_precision(readings: list[Path]) -> Path:
-    """Per rule, the sure findings of each reading's first run (labels-first-reading.yaml, judged
-    before anyone tuned on that reading), summed over the readings."""
+    """Per rule, the proven findings of each reading's first run (labels-first-reading.yaml, judged
+    before anyone tuned on that reading), summed over the readings: those the model proved, shown
+    as sure or, for a rule its record had demoted, as possible (`proven`; readings judged before
+    that field existed say only what was shown, `confidence`)."""
+    from jaxmem.evaluators.review import registry
+
+    starts = {r.code: r.record_from for r in registry.all_rules() if r.record_from}
     totals: dict[str, Counter] = defaultdict(Counter)
     names = []
     for reading in readings:
@@ -127,7 +135,9 @@ def write_precision(readings: list[Path]) -> Path:
             raise SystemExit(f"{reading}: no labels-first-reading.yaml (the judged first run)")
         names.append(reading.name)
         for x in yaml.safe_load(first.read_text(encoding="utf-8")) or []:
-            if x.get("confidence", "sure") == "sure":
+            if reading.name < starts.get(x["code"], ""):
+                continue  # judged the rule before the change its record restarts from
+            if x.get("proven", x.get("confidence", "sure") == "sure"):
                 totals[x["code"]][x["label"]] += 1
     rules = {}
     for code, c in sorted(totals.items()):
@@ -135,8 +145,9 @@ def write_precision(readings: list[Path]) -> Path:
         rules[code] = {"tp": c["TP"], "fp": c["FP"], "debatable": c["debatable"],
                        "precision": round(c["TP"] / n, 2) if n else None}
     tp, fp = sum(c["TP"] for c in totals.values()), sum(c["FP"] for c in totals.values())
-    doc = {"reading": f"sure findings on the first run over {', '.join(names)} (code nobody here had read "
-                      f"before it was run; TP {tp}, FP {fp}; benchmarks/review/score.py)", "rules": rules}
+    restarted = "; records restarted: " + ", ".join(f"{c} from {r}" for c, r in sorted(starts.items())) if starts else ""
+    doc = {"reading": f"proven findings on the first run over {', '.join(names)} (code nobody here had read "
+                      f"before it was run; TP {tp}, FP {fp}; benchmarks/review/score.py{restarted})", "rules": rules}
     path = ROOT / "evaluators" / "review" / "precision.yaml"
     path.write_text("# Written by benchmarks/review/score.py --write-precision; read by --list-rules.\n"
                     + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")

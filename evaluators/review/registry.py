@@ -88,6 +88,9 @@ def measured_precision() -> dict[str, str]:
     out = {code: (f"{v['precision']:.2f} ({v['tp']} of {v['tp'] + v['fp']})" if v.get("tp", 0) + v.get("fp", 0)
                   else "no sure findings") + ("; reported as possible" if code in demoted else "")
            for code, v in (doc.get("rules") or {}).items()}
+    for r in all_rules():
+        if r.record_from and r.code not in out:
+            out[r.code] = f"record restarted after a fix: judged again from {r.record_from}"
     if doc.get("reading"):
         out["_reading"] = str(doc["reading"])
     return out

@@ -39,6 +39,11 @@ class Rule:
     # on sizes the source does not show, and which found no real problem on the real-code
     # benchmark (benchmarks/review/realcode/), is opt-in: `--select JMxxx`, a prefix or ALL.
     default: ClassVar[bool] = True
+    # The first unseen reading whose first run judges the rule as it is now. A change that
+    # removes the cause of a rule's record on earlier readings (a model gap, fixed with a
+    # fixture) starts its record again; until the next fresh readings judge it, the model's
+    # own verdict stands (calibration.py). Never set to hide a record whose cause is not fixed.
+    record_from: ClassVar[str | None] = None
 
     @property
     def doc(self) -> str:
