@@ -1,4 +1,5 @@
-"""Branches that run once per N steps: `if step % N == 0:` and what sits under one.
+"""Branches that run once per N steps: `if step % N == 0:` and what sits under one; and branches
+that run on one or a few steps only: `if step == start_step:`, `if i < 3:` on a step counter.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def periodic_guard(node: ast.AST, child: ast.AST | None = None, analysis: Analys
 
 
 def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None, depth: int) -> bool:
+    if analysis is not None and scope is not None and _few_steps_test(test, analysis, scope):
+        return True
     mods = [n for n in ast.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)]
     if mods:
         if analysis is None or scope is None:
@@ -40,6 +43,34 @@ def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None
                 if _periodic_test(b.value, analysis, scope, depth + 1):
                     return True
     return False
+
+
+def _few_steps_test(test: ast.AST, analysis: Analysis, scope: Scope) -> bool:
+    """`step == start_step`, `i == 0`, `epoch < 3` (and such a test joined by `and`): true on one
+    step, or on a handful, of a counter that moves every iteration."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_few_steps_test(v, analysis, scope) for v in test.values)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(op, ast.Eq):
+        return any(isinstance(side, ast.Name) and _counter(side, analysis, scope) for side in (left, right))
+    if isinstance(op, (ast.Lt, ast.LtE)) and isinstance(left, ast.Name) and _counter(left, analysis, scope):
+        n = int_value(right, analysis, scope)
+        return n is not None and n <= SMALL_LOOP
+    return False
+
+
+def _counter(name: ast.Name, analysis: Analysis, scope: Scope) -> bool:
+    """A name that takes a new value every iteration: a `range` loop's target, an `enumerate`
+    index, or a name the loop adds to (`step += 1`)."""
+    b = analysis.resolve(name.id, scope, pos(name))
+    if b is None:
+        return False
+    if b.how == "iter":
+        return b.element == "index" or (isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name)
+                                        and b.value.func.id == "range")
+    return isinstance(b.node, ast.AugAssign) and isinstance(b.node.op, ast.Add)
 
 
 TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "timeit.default_timer"})
