@@ -56,6 +56,15 @@ class StaleClosureInJit(Rule):
         # Jitted itself (a decorator or jax.jit(f)), not only called from compiled code.
         if scope is None or "jit" not in scope.reasons or (scope.parent is not None and scope.parent.jitted):
             return
+        # Names some enclosing scope re-binds inside one of its loops: usually none, and then
+        # nothing below is worth walking.
+        rebound: set[str] = set()
+        s = scope.parent
+        while s is not None:
+            rebound |= _rebound_in_loops(s, ctx)
+            s = s.parent
+        if not rebound:
+            return
         names = _callable_names(node, ctx)
         if not names:
             return
@@ -68,7 +77,7 @@ class StaleClosureInJit(Rule):
             inner = a.scopes.get(n)
             if inner is not None:
                 here = inner
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in reported:
+            if isinstance(n, ast.Name) and n.id in rebound and isinstance(n.ctx, ast.Load) and n.id not in reported:
                 owner = _owner(n.id, here)
                 if owner is not None and not _within(owner, scope):
                     found = _rebinding_loop(n.id, owner, node, names, ctx)
@@ -78,6 +87,16 @@ class StaleClosureInJit(Rule):
                         ctx.report(self, n, func=sorted(names)[0], name=n.id, line=loop.lineno,
                                    fix=self.fix.format(name=n.id), sure=fresh)
             stack.extend((child, here) for child in ast.iter_child_nodes(n))
+
+
+def _rebound_in_loops(scope, ctx: Ctx) -> frozenset[str]:
+    memo = ctx.analysis.memo.setdefault("rebound_in_loops", {})
+    got = memo.get(scope.node)  # keyed by the node (a Scope is not hashable)
+    if got is None:
+        got = memo[scope.node] = frozenset(
+            name for name, bs in scope.bindings.items()
+            if any(b.how in ("assign", "iter") and b.until is None and scope.loop_at(b.at) is not None for b in bs))
+    return got
 
 
 def _within(s, outer) -> bool:
