@@ -16,6 +16,7 @@ from jaxmem.evaluators.review.semantic.model import Analysis
 _BUILTIN_CONVERTERS = frozenset({"float", "int", "bool", "complex"})
 _NUMPY_CONVERTERS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
 _METHODS = frozenset({"item", "tolist"})
+_PASS_THROUGH = frozenset({"zip", "enumerate", "list", "tuple", "reversed", "iter"})
 
 
 def converted_params(a: Analysis, fn: ast.AST) -> dict[str, str]:
@@ -39,7 +40,21 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
     origin: dict[str, set[str]] = {p: {p} for p in params if p not in ("self", "cls")}
 
     def sources(expr: ast.AST) -> set[str]:
-        return {p for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in origin for p in origin[n.id]}
+        """The parameters `expr` is (or holds an element of): the name itself, a field or item of
+        it, a tuple of them, `zip`/`enumerate` over them, a dict's `.items()`/`.values()`. Not the result of any other call: an
+        action a policy computes from `params` is not `params` (a rollout helper converts the
+        action, which the environment needs on the host anyway)."""
+        if isinstance(expr, ast.Name):
+            return set(origin.get(expr.id, ()))
+        if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
+            return sources(expr.value)
+        if isinstance(expr, (ast.Tuple, ast.List)):
+            return {p for e in expr.elts for p in sources(e)}
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _PASS_THROUGH:
+            return {p for e in expr.args for p in sources(e)}
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("items", "values"):
+            return sources(expr.func.value)  # `for k, v in metrics.items()`: its values
+        return set()
 
     def bind(target: ast.AST, found: set[str]) -> None:
         for n in ast.walk(target):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from jaxmem.evaluators.review.semantic.envs import fed_to_host_env
 from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls, state_replacements
 from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
 from jaxmem.evaluators.review.semantic.model import Analysis
@@ -167,6 +168,8 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
     "sure" in a proven training loop when a value is proven a device array; None where the read
     is the code's job (an evaluation loop gathering results, `gather`); else "possible" (a loop of
     another role, a value whose kind was guessed, a stop check that decides whether to go on)."""
+    if fed_to_host_env(ctx, values):
+        return None  # the environment needs it on the host this step anyway (semantic/envs.py)
     r = enclosing_role(ctx)
     if gather and r.role == "eval":
         return None
