@@ -6,7 +6,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 
-from jaxmem.evaluators.review import semantic
+from jaxmem.evaluators.review import notebook, semantic
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.rule import Ctx, Rule
@@ -184,7 +184,8 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
                  card_url: Callable[[str], str], notes: list[Note] | None = None, project=None,
                  tree: ast.Module | None = None) -> list[Finding]:
     """Findings for one module's source. A syntax error becomes one JM001 finding; syntax that
-    only a newer Python parses becomes a note in `notes` (or, without a list, an info JM001).
+    only a newer Python parses becomes a note in `notes` (or, without a list, an info JM001); a
+    `.py` script with IPython lines (`!pip install ...`) is reviewed with those lines blanked.
     `project`: the other files of a reviewed tree (semantic.project.Project), followed on demand;
     `tree`: `source` already parsed by the caller (a notebook's joined cells)."""
     lines = source.splitlines()
@@ -192,11 +193,36 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
         kept_tree, kept_model = project.take(path, source) if project is not None and tree is None else (None, None)
         tree = tree or kept_tree or parse(source, path)
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
+        tree = _ipython_script(source, path, notes)
+        if tree is not None:
+            return _check_tree(tree, source, lines, path, rules, card_url, project)
         newer = newer_syntax(exc, lines)
         if newer is not None and notes is not None:
             notes.append(Note(path, newer))
             return []
         return [parse_error(path, exc, lines, card_url, newer)]
+    return _check_tree(tree, source, lines, path, rules, card_url, project, kept_model)
+
+
+def _ipython_script(source: str, path: str, notes: list[Note] | None) -> ast.Module | None:
+    """A `.py` file that parses once its IPython lines (`!pip install ...`, `%matplotlib`) are
+    blanked: that tree, with a note saying so; None otherwise."""
+    if not path.endswith(".py"):
+        return None
+    blanked = notebook.blank_script(source)
+    if blanked is None:
+        return None
+    try:
+        tree = parse(blanked[0], path)
+    except (SyntaxError, ValueError):
+        return None
+    if notes is not None:
+        notes.append(Note(path, f"{blanked[1]} line(s) of IPython syntax (`!command`, `%magic`) skipped; the rest reviewed"))
+    return tree
+
+
+def _check_tree(tree: ast.Module, source: str, lines: list[str], path: str, rules: Iterable[Rule],
+                card_url: Callable[[str], str], project, kept_model=None) -> list[Finding]:
     seen = source + (project.prefilter_text(source) if project is not None else "")
     rules = [r for r in rules if not r.requires or any(s in seen for s in r.requires)]
     if not rules:

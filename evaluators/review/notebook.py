@@ -113,6 +113,20 @@ def _tree(text: str) -> ast.Module | None:
         return None
 
 
+def blank_script(text: str) -> tuple[str, int] | None:
+    """A `.py` file exported from a notebook or written as one (`# %%` cells, Colab scripts) may
+    hold IPython syntax: `!pip install ...`, `%matplotlib inline`, `x = !ls`. Those lines blanked
+    (line for line, so every position stays where it is), with how many were; None when the text
+    has no such line. Cell magics are only recognised on a cell's first line, so a `%%` line here
+    is blanked alone, not the rest of the file."""
+    lines = text.split("\n")
+    out = _blank_magics([line if not line.lstrip().startswith("%%") else "" for line in lines])
+    changed = sum(1 for a, b in zip(lines, out) if a != b)
+    if not changed:
+        return None
+    return "\n".join(out), changed
+
+
 def load(text: str) -> NotebookSource:
     try:
         nb = json.loads(text)
