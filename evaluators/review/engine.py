@@ -257,14 +257,14 @@ def mark_per_step(analysis: semantic.Analysis) -> None:
         fn = analysis.resolve_def(call.func, scope)
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        if analysis.jit_info(call.func, scope) is not None:
-            # `self.train_step` re-bound in `__init__` to a jitted or pmapped version of the
-            # method: the call runs the compiled program, not the method's body on the host.
-            continue
         callee = analysis.scopes.get(fn)
         if callee is None or callee is scope or callee.traced or callee.per_step is not None:
             continue
         if loops.small_loop(loop, analysis, scope) or loops.epoch_loop(loop):
+            continue
+        if isinstance(call.func, ast.Attribute) and analysis.jit_info(call.func, scope) is not None:
+            # `self.train_step` re-bound in `__init__` to a jitted or pmapped version of the
+            # method: the call runs the compiled program, not the method's body on the host.
             continue
         callee.per_step = call
         callee.per_step_loop, callee.per_step_scope = loop, scope
