@@ -2,7 +2,8 @@
 
 What it does
     Flags an optax optimizer step run eagerly in a Python training loop: `tx.update(grads,
-    opt_state, ...)` on an optimizer made with `optax.*`, or Flax's
+    opt_state, ...)` on an optimizer made with `optax.*`, an NNX `nnx.Optimizer`'s
+    `update(model, grads)`, or Flax's
     `state.apply_gradients(grads=...)` (a `TrainState` method that runs `tx.update` and then
     `optax.apply_updates`, per its docstring), outside any jitted function.
 
@@ -34,7 +35,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import in_training_step
-from jaxmem.evaluators.review.semantic.training import updates_own_state
+from jaxmem.evaluators.review.semantic.training import nnx_optimizer, updates_own_state
 
 
 class OptimizerUpdateOutsideJit(Rule):
@@ -51,7 +52,7 @@ class OptimizerUpdateOutsideJit(Rule):
     # their class in __init__ (`self.train_step = jax.pmap(Trainer.train_step)`), which the model
     # did not read as compiled; fixed in the model with a fixture (JM305/clean_method_pmapped_in_init).
     record_from = "unseen-2026-12i"
-    requires = ("optax", "apply_gradients")  # an optax optimizer, or a TrainState that holds one
+    requires = ("optax", "apply_gradients", "Optimizer")  # an optax optimizer, a TrainState, an NNX Optimizer
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         own_step = not ctx.loops and updates_own_state(ctx.scope, ctx.analysis)
@@ -62,7 +63,8 @@ class OptimizerUpdateOutsideJit(Rule):
         if not isinstance(node.func, ast.Attribute):
             return
         if node.func.attr == "update":
-            if not (len(node.args) >= 2 and self._optax_object(node.func.value, ctx)):
+            if not (len(node.args) >= 2 and (self._optax_object(node.func.value, ctx)
+                                             or nnx_optimizer(node.func.value, ctx.scope, ctx.analysis))):
                 return
         # Flax's `TrainState.apply_gradients(*, grads, **kwargs)` takes the gradients by keyword
         # only; Keras' optimizer method of the same name takes them positionally.
@@ -78,8 +80,8 @@ class OptimizerUpdateOutsideJit(Rule):
         # construction (semantic.training.updates_own_state).
         message = None
         if own_step:
-            message = ("`{func}` runs the optimizer eagerly in a method that stores its step on `self` (so nothing can jit "
-                       "it): each of its operations is dispatched on its own for every parameter leaf, every update")
+            message = ("`{func}` runs the optimizer eagerly in a method that updates the object's own state, which nothing "
+                       "jits: each of its operations is dispatched on its own for every parameter leaf, every update")
         ctx.report(self, node, func=func, message=message,
                    sure=own_step or in_training_step(ctx) or self._replaces_input(node, ctx))
 

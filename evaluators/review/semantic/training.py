@@ -150,7 +150,8 @@ def computed_gradients(call: ast.Call, ctx: Walk) -> bool:
 def updates_own_state(scope, analysis) -> bool:
     """A method, run eagerly, whose own statements store an optimizer's or a gradient step's result
     on `self` (`updates, self.opt_state = self.optimizer.update(...)`, `self.params =
-    optax.apply_updates(...)`, `self.state = self.state.apply_gradients(...)`). Such a method is a
+    optax.apply_updates(...)`, `self.state = self.state.apply_gradients(...)`, or an NNX
+    optimizer kept on `self` updating the model in place). Such a method is a
     training step whoever calls it, once per step; and it cannot be running under jit (assigning a
     traced value to `self` would leak a tracer), so whatever it computes runs op by op."""
     fn = scope.node
@@ -158,8 +159,35 @@ def updates_own_state(scope, analysis) -> bool:
         return False
     memo = analysis.memo.setdefault("updates_own_state", {})
     if fn not in memo:
-        memo[fn] = any(_stores_step_on_self(stmt) for stmt in _own_statements(fn.body))
+        memo[fn] = any(_stores_step_on_self(stmt) or _nnx_step_on_self(stmt, scope, analysis)
+                       for stmt in _own_statements(fn.body))
     return memo[fn]
+
+
+NNX_OPTIMIZERS = ("flax.nnx.Optimizer", "flax.nnx.optimizer.", "flax.nnx.training.optimizer.", "flax.nnx.ModelAndOptimizer")
+
+
+def nnx_optimizer(expr: ast.AST, scope, analysis) -> bool:
+    """A Flax NNX optimizer (`nnx.Optimizer(model, optax.adam(...))`): a name bound to one, or an
+    attribute of `self` a method of the class sets to one. Its `update(model, grads)` runs the
+    optax update and writes the model's parameters in place."""
+    if isinstance(expr, ast.Name):
+        return (analysis.constructor_of(expr, scope) or "").startswith(NNX_OPTIMIZERS)
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        cls = analysis.class_of_receiver(expr.value, scope)
+        return cls is not None and any(
+            isinstance(b.value, ast.Call) and (analysis.qualname(b.value.func) or "").startswith(NNX_OPTIMIZERS)
+            for b in cls.attrs.get(expr.attr, ()))
+    return False
+
+
+def _nnx_step_on_self(stmt: ast.stmt, scope, analysis) -> bool:
+    """`self.optimizer.update(self.model, grads)` with an NNX optimizer kept on `self`: the method
+    changes the object's model in place, a training step of its own."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "update"
+            and len(call.args) >= 2 and isinstance(call.func.value, ast.Attribute)
+            and nnx_optimizer(call.func.value, scope, analysis))
 
 
 def _own_statements(body: list[ast.stmt]):
