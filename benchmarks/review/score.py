@@ -30,7 +30,7 @@ from jaxmem.evaluators.review import api
 ROOT = Path(__file__).resolve().parents[2]
 KIND_CODES = {
     "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM105", "JM011"},
-    "timing-no-block": {"JM701"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
+    "timing-no-block": {"JM701", "JM704"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
     "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM014"},
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803"}, "python-loop-not-scan": {"JM503", "JM504"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"}, "captured-constant": {"JM302", "JM306"},

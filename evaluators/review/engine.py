@@ -193,9 +193,9 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
         kept_tree, kept_model = project.take(path, source) if project is not None and tree is None else (None, None)
         tree = tree or kept_tree or parse(source, path)
     except (SyntaxError, ValueError) as exc:  # ValueError: source with NUL bytes
-        tree = _ipython_script(source, path, notes)
-        if tree is not None:
-            return _check_tree(tree, source, lines, path, rules, card_url, project)
+        script = _ipython_script(source, path, notes)
+        if script is not None:  # the rules' text prefilter reads what was parsed (`%timeit` became a call)
+            return _check_tree(script[0], script[1], lines, path, rules, card_url, project)
         newer = newer_syntax(exc, lines)
         if newer is not None and notes is not None:
             notes.append(Note(path, newer))
@@ -204,9 +204,9 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
     return _check_tree(tree, source, lines, path, rules, card_url, project, kept_model)
 
 
-def _ipython_script(source: str, path: str, notes: list[Note] | None) -> ast.Module | None:
+def _ipython_script(source: str, path: str, notes: list[Note] | None) -> tuple[ast.Module, str] | None:
     """A `.py` file that parses once its IPython lines (`!pip install ...`, `%matplotlib`) are
-    blanked: that tree, with a note saying so; None otherwise."""
+    blanked: that tree and text, with a note saying so; None otherwise."""
     if not path.endswith(".py"):
         return None
     blanked = notebook.blank_script(source)
@@ -217,8 +217,9 @@ def _ipython_script(source: str, path: str, notes: list[Note] | None) -> ast.Mod
     except (SyntaxError, ValueError):
         return None
     if notes is not None:
-        notes.append(Note(path, f"{blanked[1]} line(s) of IPython syntax (`!command`, `%magic`) skipped; the rest reviewed"))
-    return tree
+        notes.append(Note(path, f"{blanked[1]} line(s) of IPython syntax: `!command` and `%magic` lines skipped, `%timeit EXPR` "
+                                f"read as EXPR; the rest reviewed"))
+    return tree, blanked[0]
 
 
 def _check_tree(tree: ast.Module, source: str, lines: list[str], path: str, rules: Iterable[Rule],

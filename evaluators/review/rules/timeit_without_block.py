@@ -1,0 +1,64 @@
+"""JM704 timeit-without-block
+
+What it does
+    Flags an IPython `%timeit` line (in a notebook, or a script written as notebook cells) that
+    times a call returning a JAX array without waiting for it: `%timeit f(x)` where `f` is
+    jitted, or returns JAX arrays.
+
+Why is this bad
+    JAX dispatches work asynchronously: a jitted call returns as soon as the work is queued.
+    `%timeit` then measures dispatch, often microseconds for work that takes milliseconds, and
+    successive runs pile up queued work behind the timer's back. JAX's benchmarking guide times
+    `f(x).block_until_ready()`.
+
+Example
+    %timeit attention(q, k, v)
+
+Use instead
+    %timeit attention(q, k, v).block_until_ready()
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.notebook import TIMEIT_MARKER
+from jaxmem.evaluators.review.rule import Ctx, Rule
+
+WAITS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array"})
+
+
+class TimeitWithoutBlock(Rule):
+    code = "JM704"
+    name = "timeit-without-block"
+    topic = "async-dispatch"
+    severity = "warning"
+    message = "`%timeit {what}` times a call that returns before its JAX work is done: it measures dispatch only"
+    fix = "Time `{what}.block_until_ready()` (or `jax.block_until_ready(...)` around it)."
+    node_types = (ast.Call,)
+    requires = (TIMEIT_MARKER,)
+
+    def check(self, node: ast.Call, ctx: Ctx) -> None:
+        if not (isinstance(node.func, ast.Name) and node.func.id == TIMEIT_MARKER and len(node.args) == 1):
+            return
+        timed = node.args[0]
+        if not isinstance(timed, ast.Call) or _waits(timed, ctx):
+            return
+        proven = ctx.jit_info(timed.func) is not None or ctx.proven(timed)
+        # A call of unknown kind that is handed JAX arrays most likely returns one.
+        handed = any(ctx.proven(a) for a in [*timed.args, *(k.value for k in timed.keywords)])
+        if proven or handed:
+            what = ast.unparse(timed)
+            what = what if len(what) <= 60 else what[:57] + "..."
+            ctx.report(self, node, what=what, fix=self.fix.format(what=what), sure=proven)
+
+
+def _waits(call: ast.Call, ctx: Ctx) -> bool:
+    """The timed expression already waits: `.block_until_ready()`, a host copy, `float(...)`."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr in ("block_until_ready", "item", "tolist"):
+        return True
+    if isinstance(call.func, ast.Name) and call.func.id in ("float", "int", "print"):
+        return True
+    return ctx.qualname(call.func) in WAITS
+
+
+RULE = TimeitWithoutBlock()
