@@ -77,34 +77,17 @@ def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
     if isinstance(expr, ast.Name) and expr.id not in ("self", "cls"):
         cls = a.class_of_receiver(expr, ctx.scope)
         if cls is not None:
-            return cls.framework if _network(cls, ctx) else None
+            return cls.framework if cls.network else None
         return _maker_framework(a.constructor_of(expr, ctx.scope))
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        owner = a.class_of_receiver(expr.value, ctx.scope)
-        for b in (owner.attrs.get(expr.attr, ()) if owner is not None else ()):
-            if isinstance(b.value, ast.Call):
-                local = a.local_class(b.value.func)
-                if local is not None:
-                    return local.framework if _network(local, ctx) else None
-                found = _maker_framework(a.qualname(b.value.func))
-                if found is not None:
-                    return found
+    if isinstance(expr, ast.Attribute):
+        for call in a.attr_makers(expr, ctx.scope):
+            local = a.local_class(call.func)
+            if local is not None:
+                return local.framework if local.network else None
+            found = _maker_framework(a.qualname(call.func))
+            if found is not None:
+                return found
     return None
-
-
-NETWORK_BASES = frozenset({"flax.linen.Module", "flax.nnx.Module", "equinox.Module", "haiku.Module"})
-
-
-def _network(cls, ctx: Ctx, depth: int = 0) -> bool:
-    """A subclass of a framework's Module (a network), not of its other objects (an NNX
-    `Object` such as a random stream, a `Variable`)."""
-    for base in cls.bases:
-        if ctx.qualname(base) in NETWORK_BASES:
-            return True
-        other = ctx.analysis.local_class(base)
-        if other is not None and other is not cls and depth < 3 and _network(other, ctx, depth + 1):
-            return True
-    return False
 
 
 def _maker_framework(q: str | None) -> str | None:

@@ -98,14 +98,7 @@ class OptimizerUpdateOutsideJit(Rule):
     def _optax_object(expr: ast.AST, ctx: Ctx) -> bool:
         """A name bound to `optax.something(...)` (an optimizer or a chain of transformations), or
         an attribute of `self` that a method of the class sets so (`self.optimizer = optax.adam(...)`)."""
-        if isinstance(expr, ast.Name):
-            return (ctx.analysis.constructor_of(expr, ctx.scope) or "").startswith("optax.")
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-            cls = ctx.analysis.class_of_receiver(expr.value, ctx.scope)
-            bindings = cls.attrs.get(expr.attr, ()) if cls is not None else ()
-            return any(isinstance(b.value, ast.Call) and (ctx.qualname(b.value.func) or "").startswith("optax.")
-                       for b in bindings)
-        return False
+        return ctx.analysis.made_by(expr, ctx.scope, ("optax.",))
 
 
 RULE = OptimizerUpdateOutsideJit()

@@ -34,9 +34,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.semantic.names import TRACING_NAMES
-
-_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, TRACING_NAMES
 
 
 class StaleClosureInJit(Rule):
@@ -158,7 +156,7 @@ def _rebinding_loop(name: str, owner, fn: ast.AST, called: set[str], ctx: Ctx) -
         if found is None:
             continue
         start, end, loop = found
-        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or start <= (fn.lineno, fn.col_offset) <= end:
+        if not isinstance(loop, LOOP_TYPES) or start <= (fn.lineno, fn.col_offset) <= end:
             continue
         after = b.at if b.how == "assign" else start
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in called

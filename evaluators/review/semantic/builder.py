@@ -12,6 +12,7 @@ from jaxmem.evaluators.review.semantic.names import (
     CUSTOM_RULES,
     JIT_NAMES,
     MODULE_BASES,
+    NETWORK_BASES,
     TRACING_NAMES,
     absolute_module,
     end_pos,
@@ -156,12 +157,13 @@ class _Builder:
         info = ClassInfo(node, bases=list(node.bases))
         for base in node.bases:
             q = self.a.qualname(base)
+            info.network |= q in NETWORK_BASES
             if q in MODULE_BASES:
                 info.framework = MODULE_BASES[q]
             else:
                 other = self.a.local_class(base)
                 if other is not None and other.framework:
-                    info.framework = other.framework
+                    info.framework, info.network = other.framework, info.network or other.network
         self.a.classes[node] = info
         self.scope.bind(Binding(node.name, "class", pos(node), node))
         body = Scope(node, self.scope, self.a, cls=info, is_class=True)

@@ -40,12 +40,4 @@ def _env_step_args(loop: ast.AST, ctx: Walk) -> frozenset[str]:
 
 def _host_env(expr: ast.AST, ctx: Walk) -> bool:
     """`env` bound to `gym.make(...)` (or a wrapper from those packages), here or as `self.env`."""
-    a = ctx.analysis
-    if isinstance(expr, ast.Name):
-        return (a.constructor_of(expr, ctx.scope) or "").startswith(HOST_ENV_MAKERS)
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        cls = a.class_of_receiver(expr.value, ctx.scope)
-        return cls is not None and any(
-            isinstance(b.value, ast.Call) and (a.qualname(b.value.func) or "").startswith(HOST_ENV_MAKERS)
-            for b in cls.attrs.get(expr.attr, ()))
-    return False
+    return ctx.analysis.made_by(expr, ctx.scope, HOST_ENV_MAKERS)

@@ -62,7 +62,7 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
                 origin.setdefault(n.id, set()).update(found)
 
     out: dict[str, str] = {}
-    for n in _own_nodes(fn):
+    for n in own_nodes(fn):
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
             bind(n.target, sources(n.iter))
         elif isinstance(n, ast.Assign):
@@ -91,7 +91,7 @@ def _conversion(a: Analysis, call: ast.Call) -> str | None:
     return None
 
 
-def _own_nodes(fn: ast.AST):
+def own_nodes(fn: ast.AST):
     """The function's statements and expressions in source order, not those of nested defs."""
     stack = list(reversed(fn.body))
     while stack:

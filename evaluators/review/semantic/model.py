@@ -191,6 +191,21 @@ class Analysis(CallablesMixin, KindsMixin):
                 return cls
         return None
 
+    def attr_makers(self, attr: ast.Attribute, scope: Scope) -> list[ast.Call]:
+        """`self.x`: the calls the class's methods assign to it (`self.env = gym.make(...)`)."""
+        if not (isinstance(attr.value, ast.Name) and attr.value.id == "self"):
+            return []
+        cls = self.class_of_receiver(attr.value, scope)
+        return [b.value for b in cls.attrs.get(attr.attr, ()) if isinstance(b.value, ast.Call)] if cls else []
+
+    def made_by(self, expr: ast.AST, scope: Scope, prefixes: tuple[str, ...]) -> bool:
+        """A name whose constructor (`constructor_of`), or a `self.x` one of whose makers, is a
+        call of something whose qualified name starts with one of `prefixes` (`gym.`, `optax.`)."""
+        if isinstance(expr, ast.Name):
+            return (self.constructor_of(expr, scope) or "").startswith(prefixes)
+        return any((self.qualname(c.func) or "").startswith(prefixes)
+                   for c in (self.attr_makers(expr, scope) if isinstance(expr, ast.Attribute) else ()))
+
     def constructor_of(self, recv: ast.Name, scope: Scope) -> str | None:
         """`timer = utils.Timer()`: the qualified name of the imported class a receiver was made
         from (for facts of its methods in another file of the tree)."""

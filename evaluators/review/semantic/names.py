@@ -65,6 +65,8 @@ RETURNS_ARRAYS = frozenset({
     "jax.shard_map", "jax.pmap", "flax.nnx.grad", "flax.nnx.value_and_grad", "flax.nnx.vmap", "flax.nnx.remat",
     "equinox.filter_grad", "equinox.filter_value_and_grad", "equinox.filter_vmap",
 })
+# Of those, the networks (an NNX `Object` is a framework object but not a layer: a random stream).
+NETWORK_BASES = frozenset({"flax.linen.Module", "flax.nnx.Module", "equinox.Module", "haiku.Module"})
 MODULE_BASES = {"flax.linen.Module": "linen", "flax.nnx.Module": "nnx", "equinox.Module": "equinox",
                 "haiku.Module": "linen", "flax.nnx.Object": "nnx"}
 CANONICAL = {

@@ -37,6 +37,7 @@ class Binding:
 class ClassInfo:
     node: ast.ClassDef
     framework: str | None = None  # "linen" | "nnx" | "equinox" when a Module subclass
+    network: bool = False  # a subclass of a framework's Module (NETWORK_BASES), not another object of it
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
     attrs: dict[str, list[Binding]] = field(default_factory=dict)  # `self.x = ...` in methods
     bases: list[ast.AST] = field(default_factory=list)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic.helpers import own_nodes
 from jaxmem.evaluators.review.semantic.names import GRADIENT_TRANSFORMS, pos
 from jaxmem.evaluators.review.semantic.walk import Walk
 
@@ -159,8 +160,8 @@ def updates_own_state(scope, analysis) -> bool:
         return False
     memo = analysis.memo.setdefault("updates_own_state", {})
     if fn not in memo:
-        memo[fn] = any(_stores_step_on_self(stmt) or _nnx_step_on_self(stmt, scope, analysis)
-                       for stmt in _own_statements(fn.body))
+        memo[fn] = any(_stores_step_on_self(n) or _nnx_step_on_self(n, scope, analysis)
+                       for n in own_nodes(fn) if isinstance(n, ast.stmt))
     return memo[fn]
 
 
@@ -171,14 +172,7 @@ def nnx_optimizer(expr: ast.AST, scope, analysis) -> bool:
     """A Flax NNX optimizer (`nnx.Optimizer(model, optax.adam(...))`): a name bound to one, or an
     attribute of `self` a method of the class sets to one. Its `update(model, grads)` runs the
     optax update and writes the model's parameters in place."""
-    if isinstance(expr, ast.Name):
-        return (analysis.constructor_of(expr, scope) or "").startswith(NNX_OPTIMIZERS)
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        cls = analysis.class_of_receiver(expr.value, scope)
-        return cls is not None and any(
-            isinstance(b.value, ast.Call) and (analysis.qualname(b.value.func) or "").startswith(NNX_OPTIMIZERS)
-            for b in cls.attrs.get(expr.attr, ()))
-    return False
+    return analysis.made_by(expr, scope, NNX_OPTIMIZERS)
 
 
 def _nnx_step_on_self(stmt: ast.stmt, scope, analysis) -> bool:
@@ -188,20 +182,6 @@ def _nnx_step_on_self(stmt: ast.stmt, scope, analysis) -> bool:
     return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "update"
             and len(call.args) >= 2 and isinstance(call.func.value, ast.Attribute)
             and nnx_optimizer(call.func.value, scope, analysis))
-
-
-def _own_statements(body: list[ast.stmt]):
-    """The statements of a function's own body, blocks included, nested functions and classes not."""
-    stack = list(body)
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        yield stmt
-        for field in ("body", "orelse", "finalbody"):
-            stack.extend(getattr(stmt, field, ()))
-        for handler in getattr(stmt, "handlers", ()):
-            stack.extend(handler.body)
 
 
 def _stores_step_on_self(stmt: ast.stmt) -> bool:
