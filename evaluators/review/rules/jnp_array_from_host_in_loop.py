@@ -78,10 +78,10 @@ def _feeds_batches(ctx: Ctx) -> bool:
     conversion is the one transfer a batch needs, not a repeated one to hoist."""
     fn = ctx.scope.node
     memo = ctx.memo.setdefault("generator", {})
-    if id(fn) not in memo:
-        memo[id(fn)] = not isinstance(fn, ast.Module) and any(
+    if fn not in memo:
+        memo[fn] = not isinstance(fn, ast.Module) and any(
             isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(fn))
-    if memo[id(fn)]:
+    if memo[fn]:
         return True
     return any(isinstance(n, ast.With) and loops.cpu_device_block(n) for n in ctx.stack)
 

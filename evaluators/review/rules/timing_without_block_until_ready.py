@@ -299,16 +299,16 @@ class TimingWithoutBlockUntilReady(Rule):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
         memo = ctx.memo.setdefault("local_waits", {})
-        if id(fn) not in memo:
-            memo[id(fn)] = False
+        if fn not in memo:
+            memo[fn] = False
             scope = ctx.analysis.scopes.get(fn)
             if scope is not None and not scope.traced:
                 saved, ctx.scope = ctx.scope, scope
                 try:
-                    memo[id(fn)] = any(waits(ctx, s) for s in fn.body if not isinstance(s, _DEFS))
+                    memo[fn] = any(waits(ctx, s) for s in fn.body if not isinstance(s, _DEFS))
                 finally:
                     ctx.scope = saved
-        return memo[id(fn)]
+        return memo[fn]
 
     @staticmethod
     def _may_wait(call: ast.Call, ctx: Ctx) -> bool:

@@ -43,7 +43,7 @@ _NNX_SPLIT = ("flax.nnx.split", "flax.nnx.graph.split")
 class KindsMixin:
     # ---- bindings -----------------------------------------------------------------------
     def binding_kind(self, b: Binding, scope: Scope, strict: bool = False) -> str | None:
-        key = (id(b), strict)
+        key = (b, strict)
         if key in self._bkinds:
             return self._bkinds[key]
         self._bkinds[key] = None  # recursion guard: `total = total + loss` in a loop

@@ -134,7 +134,7 @@ def not_per_step(ctx: Walk, words: tuple[str, ...] = (), sync: bool = True) -> b
     if not ctx.loops:
         return True
     memo = ctx.memo.setdefault("not_per_step", {})
-    key = (id(ctx.loops[-1]), len(ctx.loops), words, sync)
+    key = (ctx.loops[-1], len(ctx.loops), words, sync)
     if key not in memo:
         memo[key] = _not_per_step(ctx, words, sync)
     return memo[key]
@@ -199,9 +199,9 @@ def _chunked(ctx: Walk, loop: ast.AST) -> bool:
     if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
         return False
     memo = ctx.memo.setdefault("chunked", {})
-    if id(loop) not in memo:
-        memo[id(loop)] = any(ctx.analysis.qualname(n.func) in EAGER_LOOPS for n in _own_calls(loop.body))
-    return memo[id(loop)]
+    if loop not in memo:
+        memo[loop] = any(ctx.analysis.qualname(n.func) in EAGER_LOOPS for n in _own_calls(loop.body))
+    return memo[loop]
 
 
 def _report_loop(ctx: Walk, loop: ast.AST) -> bool:
@@ -213,9 +213,9 @@ def _report_loop(ctx: Walk, loop: ast.AST) -> bool:
     if not any(ctx.kind(it) == "jax" for it in _iterated(loop.iter)):
         return False
     memo = ctx.memo.setdefault("report_loop", {})
-    if id(loop) not in memo:
-        memo[id(loop)] = not _heavy_work(ctx, list(loop.body))
-    return memo[id(loop)]
+    if loop not in memo:
+        memo[loop] = not _heavy_work(ctx, list(loop.body))
+    return memo[loop]
 
 def _heavy_work(ctx: Walk, roots: list[ast.AST]) -> bool:
     """Calls that queue device computation: jitted or transformed functions, JAX operations,
@@ -256,7 +256,7 @@ def dispatches(ctx: Walk, loop: ast.AST) -> bool:
     (or indexing of) a device array, a module function that does one of those, or iterating a
     device array."""
     memo = ctx.memo.setdefault("dispatches", {})
-    key = id(loop)
+    key = loop
     if key not in memo:
         memo[key] = False
         if isinstance(loop, (ast.For, ast.AsyncFor)) and any(ctx.kind(it) == "jax" for it in _iterated(loop.iter)):
@@ -315,7 +315,7 @@ def _runs_steps_inside(ctx: Walk, loop: ast.AST) -> bool:
     holds another loop that calls jitted functions or JAX operations (the steps). A loop that
     replaces state through a call is a step loop, whatever it nests (an evaluation every N steps)."""
     memo = ctx.memo.setdefault("epoch_loops", {})
-    key = id(loop)
+    key = loop
     if key not in memo:
         memo[key] = False
         if next(replaced_state_calls(ctx.analysis, loop, ctx.scope), None) is None:
@@ -330,7 +330,7 @@ def _runs_steps_inside(ctx: Walk, loop: ast.AST) -> bool:
 def loop_bound(ctx: Walk, loop: ast.AST) -> frozenset[str]:
     """Names (re)bound inside a loop, including its target; cached per loop node."""
     memo = ctx.memo.setdefault("loop_bound", {})
-    key = id(loop)
+    key = loop
     if key not in memo:
         names = set()
         roots = [loop.target] if isinstance(loop, (ast.For, ast.AsyncFor)) else []

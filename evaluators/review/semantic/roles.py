@@ -59,7 +59,7 @@ class Role:
 def role(analysis: Analysis, loop: ast.AST, scope: Scope) -> Role:
     """The role of a statement loop (a comprehension has none: it is work within a step)."""
     memo = analysis.memo.setdefault("roles", {})
-    key = id(loop)
+    key = loop
     if key not in memo:
         memo[key] = Role("other")  # recursion guard
         memo[key] = _role(analysis, loop, scope)

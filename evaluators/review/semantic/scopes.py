@@ -17,7 +17,7 @@ class _Model(Protocol):
 
     def binding_kind(self, b: Binding, scope: Scope, strict: bool = False) -> str | None: ...
 
-@dataclass
+@dataclass(eq=False)  # identity: a memo key (kinds.py), never equal to another binding
 class Binding:
     """One place where a name gets a value. `how`: assign, iter, param, def, class, import, with."""
 

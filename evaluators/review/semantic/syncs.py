@@ -78,17 +78,17 @@ def _calls_waiting_function(ctx: Walk, call: ast.Call) -> bool:
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     memo = ctx.memo.setdefault("function_waits", {})
-    if id(fn) not in memo:
-        memo[id(fn)] = False
+    if fn not in memo:
+        memo[fn] = False
         scope = a.scopes.get(fn)
         if scope is not None and not scope.traced:
             saved, ctx.scope = ctx.scope, scope
             try:
-                memo[id(fn)] = any(waits(ctx, st, 1) for st in fn.body
+                memo[fn] = any(waits(ctx, st, 1) for st in fn.body
                                    if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
             finally:
                 ctx.scope = saved
-    return memo[id(fn)]
+    return memo[fn]
 
 def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
     """An earlier statement of this iteration (same block, inside the loop) already waited:
@@ -161,9 +161,9 @@ def is_sync(ctx: Walk, node: ast.AST) -> bool:
 def waits_every_iteration(ctx: Walk, loop: ast.AST) -> bool:
     """The loop body blocks on the device by design: another host read adds no stall."""
     memo = ctx.memo.setdefault("waits_every_iteration", {})
-    if id(loop) not in memo:
-        memo[id(loop)] = _explicit_wait(ctx, list(getattr(loop, "body", None) or []), ctx.scope, 0)
-    return memo[id(loop)]
+    if loop not in memo:
+        memo[loop] = _explicit_wait(ctx, list(getattr(loop, "body", None) or []), ctx.scope, 0)
+    return memo[loop]
 
 def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
     a = ctx.analysis
