@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxmem.evaluators.review import engine, semantic
+from jaxmem.evaluators.review import engine, registry, semantic
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
-from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
+from jaxmem.evaluators.review.semantic.flow import fed_back_calls, replaced_state_calls
 from jaxmem.evaluators.review.semantic.project import Project
 from jaxmem.evaluators.review.semantic.roles import role
 
@@ -334,3 +334,64 @@ def test_a_jitted_method_is_found_through_a_typed_receiver_of_a_package_nested_i
     other, tree = model(loop.replace("agent, info = agent.update(batch)", "agent = make(agent)\n        agent.update(batch)"),
                         module="run", project=project)
     assert other.jit_info(expr_at(tree, 6, "agent.update"), scope_at(other, 6)) is None
+
+
+def test_a_network_class_of_another_file_is_known_where_it_is_built_or_declared(tmp_path: Path):
+    # `model = GPT(cfg)` with GPT from models.py: the facts of the tree say it is an NNX network,
+    # so its eager forward in a decoding loop is JM307's; a plain class of the same file is not.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "models.py").write_text(textwrap.dedent("""
+        from flax import nnx
+        class GPT(nnx.Module):
+            def __init__(self, rngs):
+                self.out = nnx.Linear(4, 4, rngs=rngs)
+            def __call__(self, x):
+                return self.out(x)
+        class Tokenizer:
+            def __call__(self, text):
+                return text
+    """))
+    main = textwrap.dedent("""
+        import jax.numpy as jnp
+        from flax import nnx
+        from .models import GPT, Tokenizer
+        def generate(tokens, steps):
+            model = GPT(nnx.Rngs(0))
+            for _ in range(steps):
+                logits = model(tokens)
+                tokens = jnp.concatenate([tokens, logits[:, -1:]], axis=1)
+            return tokens
+        def typed(model: GPT, tok: Tokenizer, tokens, steps):
+            for _ in range(steps):
+                logits = model(tokens)
+                tokens = jnp.concatenate([tokens, logits[:, -1:]], axis=1)
+                tok(tokens)
+            return tokens
+    """)
+    (pkg / "main.py").write_text(main)
+    project = Project.of_paths([str(tmp_path)], [str(pkg / "models.py"), str(pkg / "main.py")])
+    assert project.function("pkg.models.GPT").network == "nnx"
+    assert project.function("pkg.models.Tokenizer") is None
+    found = engine.check_source(main, str(pkg / "main.py"), [registry.by_code()["JM307"]], lambda c: "", None, project)
+    assert [(f.line, f.confidence) for f in found] == [(8, "sure"), (13, "sure")]
+    alone = engine.check_source(main, "main.py", [registry.by_code()["JM307"]], lambda c: "", None, None)
+    assert alone == []  # on its own the file does not show what GPT is
+
+
+def test_a_call_whose_output_is_fed_back_through_other_work_is_found():
+    src = """
+        import jax, jax.numpy as jnp
+        def decode(model, sample, tokens, batches):
+            for _ in range(16):
+                logits = model(tokens)
+                nxt = sample(logits[:, -1])
+                tokens = jnp.concatenate([tokens, nxt[:, None]], axis=1)
+            for x in batches:
+                y = model(x)
+                total = jnp.sum(y)
+    """
+    a, tree = model(src)
+    first, second = loops_of(tree)
+    assert [(c.lineno, sorted(n)) for c, n in fed_back_calls(a, first, scope_at(a, 5))] == [(5, ["tokens"])]
+    assert list(fed_back_calls(a, second, scope_at(a, 9))) == []   # evaluation: nothing carried

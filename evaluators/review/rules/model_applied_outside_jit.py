@@ -4,7 +4,9 @@ What it does
     Flags a neural-network forward pass run eagerly on every iteration of a Python loop: a
     Flax Linen module's `model.apply(params, x)` (or a Haiku-transformed function's `apply`), or
     a Flax NNX or Equinox module called as `model(x)`, outside any jitted function, where the
-    model is a module the code builds from a framework class.
+    model is a module the code builds from a framework class or from a network class of the
+    reviewed tree (another file's too), or a parameter declared with such a type
+    (`def generate(model: GPT, ...)`).
 
 Why is this bad
     Outside `jit` every layer's operations are dispatched one by one from Python, and a Linen
@@ -32,7 +34,9 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic.flow import fed_back_calls
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, MODULE_BASES, NETWORK_BASES
 from jaxmem.evaluators.review.semantic.roles import enclosing_role
 
 # Layer classes of these packages (`nnx.Linear(...)`, `eqx.nn.MLP(...)`) make networks one calls.
@@ -66,7 +70,7 @@ class ModelAppliedOutsideJit(Rule):
         # output back); a loop over a data set evaluates, where one eager pass per batch may be
         # what the author chose.
         r = enclosing_role(ctx)
-        ctx.report(self, node, what=ast.unparse(func)[:40], sure=r.steps and r.proven)
+        ctx.report(self, node, what=ast.unparse(func)[:40], sure=r.steps and r.proven or _fed_back(node, ctx))
 
 
 def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
@@ -76,18 +80,46 @@ def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
     a = ctx.analysis
     if isinstance(expr, ast.Name) and expr.id not in ("self", "cls"):
         cls = a.class_of_receiver(expr, ctx.scope)
+        if cls is None:
+            # Declared, not built here: `def generate(model: GPT, ...)`, `model: nnx.Module`.
+            annotation = a.annotation_of(expr, ctx.scope)
+            cls = a.local_class(annotation) if annotation is not None else None
+            if cls is None and annotation is not None:
+                return _class_framework(a.qualname(annotation), ctx)
         if cls is not None:
             return cls.framework if cls.network else None
-        return _maker_framework(a.constructor_of(expr, ctx.scope))
+        return _class_framework(a.constructor_of(expr, ctx.scope), ctx)
     if isinstance(expr, ast.Attribute):
         for call in a.attr_makers(expr, ctx.scope):
             local = a.local_class(call.func)
             if local is not None:
                 return local.framework if local.network else None
-            found = _maker_framework(a.qualname(call.func))
+            found = _class_framework(a.qualname(call.func), ctx)
             if found is not None:
                 return found
     return None
+
+
+def _fed_back(node: ast.Call, ctx: Ctx) -> bool:
+    """The innermost loop feeds this forward's output, transformed, back as its next input (a
+    decoder sampling its next token from the logits): each iteration waits on the one before,
+    so the loop runs the model once per token by construction."""
+    loop = next((l for l in reversed(ctx.loops) if isinstance(l, LOOP_TYPES)), None)
+    return loop is not None and any(call is node for call, _ in fed_back_calls(ctx.analysis, loop, ctx.scope))
+
+
+def _class_framework(q: str | None, ctx: Ctx) -> str | None:
+    """A framework's layer or Module class, or a network class another file of the reviewed
+    tree defines (`from .models import GPT`)."""
+    if not q:
+        return None
+    if q in MODULE_BASES:
+        return MODULE_BASES[q] if q in NETWORK_BASES else None
+    found = _maker_framework(q)
+    if found is None and ctx.analysis.project is not None:
+        facts = ctx.analysis.project.function(q)
+        found = facts.network if facts is not None else None
+    return found
 
 
 def _maker_framework(q: str | None) -> str | None:

@@ -98,6 +98,47 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
         fresh |= written
 
 
+def fed_back_calls(a: Analysis, loop: ast.AST, scope: Scope):
+    """(call, names) for each step-like call in the loop's own statements whose result flows,
+    through any computation later in the same iteration, into the next value of an argument it
+    read: `logits = model(tokens)`, `nxt = sample(logits)`, `tokens = jnp.concatenate([tokens,
+    nxt])` - a decoder feeding its output back. Each iteration then depends on the one before,
+    however the result is transformed. Kept apart from `replaced_state_calls`: the fed-back value
+    is new data, not the call's own state (nothing here could be donated)."""
+    if not isinstance(loop, LOOP_TYPES):
+        return
+    fresh = set(_keys(loop.target)) if isinstance(loop, (ast.For, ast.AsyncFor)) else set()
+    derived: dict[str, list[tuple[ast.Call, frozenset[str]]]] = {}
+    seen: set[int] = set()
+    for stmt in _own_assignments(loop.body):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        written = frozenset(k for t in targets for k in _keys(t))
+        origins = [o for n in ast.walk(stmt.value) if isinstance(n, ast.Name) for o in derived.get(n.id, ())]
+        value = stmt.value.value if isinstance(stmt.value, ast.Subscript) else stmt.value
+        if isinstance(value, ast.Call) and _a_step(a, value, scope):
+            read = frozenset(k for arg in [*value.args, *(kw.value for kw in value.keywords)] for k in _keys(arg))
+            origins.append((value, read - fresh))
+        for call, read in origins:
+            back = (written & read) - fresh
+            if back and id(call) not in seen and call is not value:
+                seen.add(id(call))
+                yield call, back
+        for t in written:
+            derived[t] = origins
+        fresh |= written
+
+
+def _own_assignments(body: list[ast.stmt]):
+    """Assignments in the loop body, in order, through `if`/`with`/`try` blocks (not inner loops)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) or (isinstance(stmt, ast.AnnAssign) and stmt.value is not None):
+            yield stmt
+        elif isinstance(stmt, (ast.If, ast.With, ast.AsyncWith, ast.Try)):
+            for block in (getattr(stmt, "body", []), getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *[h.body for h in getattr(stmt, "handlers", [])]):
+                yield from _own_assignments(block)
+
+
 def _few(a: Analysis, loop: ast.For | ast.AsyncFor, scope: Scope) -> bool:
     n = trip_count(loop.iter, a, scope)
     return n is not None and n <= SMALL_LOOP

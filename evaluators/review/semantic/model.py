@@ -44,7 +44,7 @@ class Analysis(CallablesMixin, KindsMixin):
         self._qcache: dict[ast.AST, str | None] = {}
         self._jcache: dict[ast.AST, JitInfo | None] = {}
         self._kcache: dict[tuple[ast.AST, bool], str | None] = {}
-        self._bkinds: dict[tuple[int, bool], str | None] = {}
+        self._bkinds: dict[tuple[Binding, bool], str | None] = {}
         self._returns: dict[tuple[ast.AST, bool], str | None] = {}
         self.memo: dict = {}  # per-file results of predicates computed outside the walk (roles)
         self.module_name: str | None = None  # dotted name in a reviewed tree, when known
@@ -221,17 +221,23 @@ class Analysis(CallablesMixin, KindsMixin):
         of the imported class the receiver is annotated with, where every other binding that
         reaches it re-binds it from a method of itself (`agent, info = agent.update(batch)`: the
         functional update returning a new instance, the way JAX state classes are written)."""
-        found = self._reaching_all(recv.id, scope, pos(recv))
-        annotated = None
-        for b in found:
+        annotation = self.annotation_of(recv, scope)
+        return self.qualname(annotation) if annotation is not None else None
+
+    def annotation_of(self, recv: ast.Name, scope: Scope) -> ast.AST | None:
+        """The type annotation a receiver is declared with (a parameter's or an annotated
+        assignment's), where every other binding that reaches it re-binds it from a method of
+        itself; None where another binding could give it another type."""
+        annotation = None
+        for b in self._reaching_all(recv.id, scope, pos(recv)):
             if b.how == "param" and b.value is not None:
-                annotated = self.qualname(b.value)
+                annotation = b.value
             elif isinstance(b.node, ast.AnnAssign) and b.node.annotation is not None:
-                annotated = self.qualname(b.node.annotation)
+                annotation = b.node.annotation
             elif not (b.how == "assign" and isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Attribute)
                       and isinstance(b.value.func.value, ast.Name) and b.value.func.value.id == recv.id):
                 return None
-        return annotated
+        return annotation
 
     def _reaching_all(self, name: str, scope: Scope, p) -> list[Binding]:
         s: Scope | None = scope

@@ -32,6 +32,7 @@ class FunctionFacts:
     jit_maker: JitInfo | None = None  # a jit decorator maker: `pmap = functools.partial(jax.pmap, ...)`
     reads_clock: bool = False  # its body reads the time (a timer helper: `tick`, `tock`)
     clock_context: bool = False  # a context manager that times its block
+    network: str | None = None  # a network class (a framework Module subclass): its framework
 
 
 class Project:
@@ -207,6 +208,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
         cls = a.classes.get(b.node) if b.how == "class" else None
         if cls is None:
             continue
+        if cls.network and cls.framework:
+            # `model = GPT(cfg)` in another file of the tree: a network one calls (JM307).
+            out[name] = FunctionFacts(None, None, None, False, network=cls.framework)
         enter, leave = cls.methods.get("__enter__"), cls.methods.get("__exit__")
         for mname, m in cls.methods.items():
             if clocks.reads_clock(a, m):
