@@ -12,6 +12,7 @@ import pytest
 from jaxmem.evaluators.review import engine, registry, semantic
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.flow import fed_back_calls, replaced_state_calls
+from jaxmem.evaluators.review.semantic.loads import loaded
 from jaxmem.evaluators.review.semantic.project import Project
 from jaxmem.evaluators.review.semantic.roles import role
 
@@ -395,3 +396,31 @@ def test_a_call_whose_output_is_fed_back_through_other_work_is_found():
     first, second = loops_of(tree)
     assert [(c.lineno, sorted(n)) for c, n in fed_back_calls(a, first, scope_at(a, 5))] == [(5, ["tokens"])]
     assert list(fed_back_calls(a, second, scope_at(a, 9))) == []   # evaluation: nothing carried
+
+
+def test_values_read_from_files_are_followed_through_views_and_conversions(tmp_path: Path):
+    src = """
+        import numpy as np, jax.numpy as jnp, scipy.io
+        def local_loader(p):
+            return np.load(p)
+        def main(path, n):
+            data = scipy.io.loadmat(path)
+            a = jnp.asarray(data["a"]).astype(jnp.float32)
+            test_x = a[1000:1200]
+            size = len(test_x)
+            w = local_loader(path)
+            z = jnp.zeros(n)
+    """
+    a, tree = model(src)
+    s = scope_at(a, 6)
+    assert [name for name in ("data", "a", "test_x", "size", "w", "z") if loaded(a, name, s)] == ["data", "a", "test_x", "w"]
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "io.py").write_text("import pickle\ndef restore(p):\n    with open(p, 'rb') as f:\n        return pickle.load(f)\n")
+    (pkg / "main.py").write_text("from .io import restore\nstate = restore('ckpt')\n")
+    project = Project.of_paths([str(tmp_path)], [str(pkg / "io.py"), str(pkg / "main.py")])
+    assert project.function("pkg.io.restore").loads
+    b, _ = model("from .io import restore\nstate = restore('ckpt')\n", module="pkg.main", project=project)
+    assert loaded(b, "state", b.module_scope)
+    alone, _ = model("from .io import restore\nstate = restore('ckpt')\n")
+    assert not loaded(alone, "state", alone.module_scope)

@@ -1,9 +1,19 @@
 """JM302 large-constant-captured-by-jit
 
 What it does
-    Flags a large module-level array (a literal shape of at least 262,144 elements, or one
-    loaded from a file) that a jitted function reads as a global instead of taking it as an
-    argument.
+    Flags a large array that a jitted function closes over instead of taking it as an argument,
+    where the source shows it is large:
+
+    - a module-level array with a literal shape of at least 262,144 elements, or loaded from a
+      file, read as a global;
+    - an array loaded from a file (a data set, a checkpoint's weights: `np.load`,
+      `scipy.io.loadmat`, `pickle.load`, a restored checkpoint, or a helper of the reviewed tree
+      that calls one) in an enclosing function or the module, read inside as an array (indexed,
+      through an attribute such as `.params`, an operand of a JAX operation, or the parameters
+      handed to a network's `apply`);
+    - a file read inside the jitted function itself, which runs once while it is traced.
+
+    Arrays of unknown origin are left alone: most closed-over arrays are small tables.
 
 Why is this bad
     Arrays closed over by a jitted function are embedded in the compiled program as
@@ -32,6 +42,7 @@ import ast
 import math
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic.loads import is_loader_call, loaded
 
 LARGE_ELEMENTS = 262_144  # 1 MiB of float32
 SHAPED = frozenset({"zeros", "ones", "empty", "full"})
@@ -69,29 +80,68 @@ class LargeConstantCapturedByJit(Rule):
     name = "large-constant-captured-by-jit"
     topic = "jit-compilation"
     severity = "warning"
-    message = "module-level array `{name}` ({size}) is captured by a jitted function and compiled into it as a constant"
-    fix = "Pass the array as an argument of the jitted function (device_put it once) instead of reading the global."
+    message = "`{name}` {what}: the jitted function compiles it into its program as a constant"
+    fix = ("Pass the array as an argument of the jitted function (device_put it once) instead of closing over it; "
+           "load files outside the jitted function.")
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
     requires = ('jit', 'pmap', 'lax')
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
-        scope = ctx.analysis.scopes[node]
+        a = ctx.analysis
+        scope = a.scopes[node]
         # Only the outermost compiled function reports; nested ones are inside its program.
         if not scope.jitted or (scope.parent is not None and scope.parent.jitted):
             return
         large = ctx.memo.get("large_globals")
         if large is None:
             large = ctx.memo["large_globals"] = self._large_globals(ctx)
-        if not large:
-            return
-        seen: set[str] = set()
+        own = _own_scopes(scope)
+        local = {name for s in own for name in s.bindings}  # bound in the function: not captured
         body = [node.body] if isinstance(node, ast.Lambda) else node.body
+        parents: dict[ast.AST, ast.AST] = {}
+        for stmt in body:
+            for parent in ast.walk(stmt):
+                for child in ast.iter_child_nodes(parent):
+                    parents[child] = parent
+        seen: set[str] = set()
         for stmt in body:
             for n in ast.walk(stmt):
-                if (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in large
-                        and n.id not in seen and not self._bound_locally(n.id, scope, ctx)):
+                # A file read in the function jit or pmap compiles (a helper it calls reports there).
+                if (isinstance(n, ast.Call) and "jit" in scope.reasons and n.func not in seen
+                        and is_loader_call(a, n, _scope_of(n, own, scope))):
+                    seen.add(n.func)
+                    ctx.report(self, n, name=ast.unparse(n.func)[:40],
+                               what="reads a file while the function is traced, and what it returns is an array")
+                if not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)) or n.id in seen or n.id in local:
+                    continue
+                what = self._captured(n, scope, parents, large, ctx)
+                if what is not None:
                     seen.add(n.id)  # once per function is enough to locate it
-                    ctx.report(self, n, name=n.id, size=large[n.id])
+                    ctx.report(self, n, name=n.id, what=what)
+
+    def _captured(self, n: ast.Name, scope, parents, large, ctx: Ctx) -> str | None:
+        """How the captured name `n` is known to be a large array (None where it is not)."""
+        a = ctx.analysis
+        outer = scope.parent
+        while outer is not None and n.id not in outer.bindings:
+            outer = outer.parent
+        if outer is None:
+            return None
+        bindings = outer.bindings[n.id]
+        if any(b.how in ("import", "def", "class", "param") for b in bindings):
+            return None  # a module, a function, or an argument of the enclosing function: not seen here
+        if n.id in large and outer is a.module_scope:
+            return f"is a module-level array ({large[n.id]}) read as a global"
+        top = n
+        while parents.get(top) is not None and isinstance(parents[top], (ast.Attribute, ast.Subscript)) \
+                and parents[top].value is top:
+            top = parents[top]
+        up = parents.get(top)
+        if isinstance(up, ast.Call) and up.func is top:
+            return None  # called (`model.apply(...)`): a callable, not data handed to the program
+        if _used_as_array(n, top, up, ctx) and loaded(a, n.id, outer):
+            return "is loaded from a file outside the jitted function and captured from there"
+        return None
 
     @staticmethod
     def _large_globals(ctx: Ctx) -> dict[str, str]:
@@ -114,13 +164,41 @@ class LargeConstantCapturedByJit(Rule):
                     out[t.id] = desc
         return out
 
-    @staticmethod
-    def _bound_locally(name: str, scope, ctx: Ctx) -> bool:
-        while scope is not None and scope is not ctx.analysis.module_scope:
-            if name in scope.bindings:
-                return True
-            scope = scope.parent
-        return False
+
+def _used_as_array(n: ast.Name, top: ast.AST, up: ast.AST | None, ctx: Ctx) -> bool:
+    """Read the way arrays are read: indexed or through an attribute (`x[i]`, `state.params`), an
+    operand of a JAX operation or a matrix product, or the parameters handed to a network's
+    `apply`. A count or a callable that a loader also returned (`num_train, idx = load()`) is not."""
+    if top is not n:
+        return True
+    if isinstance(up, ast.BinOp) and isinstance(up.op, ast.MatMult):
+        return True
+    if isinstance(up, ast.Call) and n in up.args:
+        q = ctx.qualname(up.func) or ""
+        if q.startswith(("jax.numpy.", "jax.lax.", "jax.nn.", "jax.scipy.")):
+            return True
+        return isinstance(up.func, ast.Attribute) and up.func.attr == "apply" and up.args[0] is n
+    return False
+
+
+def _own_scopes(scope) -> list:
+    out, stack = [], [scope]
+    while stack:
+        s = stack.pop()
+        out.append(s)
+        stack.extend(s.inner)
+    return out
+
+
+def _scope_of(node: ast.AST, own: list, default):
+    """The innermost of the function's scopes whose node contains `node` (for name resolution)."""
+    best = default
+    line = getattr(node, "lineno", 0)
+    for s in own:
+        start, end = getattr(s.node, "lineno", 0), getattr(s.node, "end_lineno", -1)
+        if start <= line <= end and start >= getattr(best.node, "lineno", 0):
+            best = s
+    return best
 
 
 RULE = LargeConstantCapturedByJit()

@@ -1,0 +1,116 @@
+"""Values read from files: data sets and weights, the arrays that are large without a literal shape.
+
+A jitted function that closes over an array compiles it into its program as a constant (JM302).
+Whether that matters depends on the array's size, which the source rarely spells out; what it does
+show is where the value came from. An array loaded from a file (`np.load`, `scipy.io.loadmat`,
+`pickle.load`, a restored checkpoint) is a data set or a set of weights, not a handful of
+coefficients. A helper is a loader when its own body calls one, or a local function that does (one
+call deep), wherever it is defined: in this module, or in another file of the reviewed tree
+(project.py records it there). Configuration formats (JSON, YAML, TOML) are not loaders: what they
+hold is settings.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.helpers import own_nodes
+from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.scopes import Scope
+
+LOADERS = frozenset({
+    "numpy.load", "numpy.loadtxt", "numpy.fromfile", "numpy.genfromtxt", "numpy.memmap", "jax.numpy.load",
+    "scipy.io.loadmat", "pickle.load", "torch.load", "joblib.load", "h5py.File", "safetensors.numpy.load_file",
+    "safetensors.flax.load_file", "flax.training.checkpoints.restore_checkpoint", "flax.serialization.from_bytes",
+    "flax.serialization.msgpack_restore", "tensorflow_datasets.as_numpy", "tensorflow_datasets.load",
+})
+LOADER_PREFIXES = ("orbax.checkpoint.",)  # `ocp.StandardCheckpointer().restore(...)`, `ocp.PyTreeCheckpointer()`
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# How far a value's origin is followed through the names it is computed from (`x = np.load(p)`,
+# `x = jnp.asarray(x)`, `train_x = x[:1000]`).
+MAX_HOPS = 4
+
+
+def is_loader_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
+    """A library loader, or a function of this module or the reviewed tree that loads."""
+    q = a.qualname(call.func)
+    if q is not None and (q in LOADERS or q.startswith(LOADER_PREFIXES)):
+        return True
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "restore":
+        receiver = call.func.value.func if isinstance(call.func.value, ast.Call) else call.func.value
+        rq = a.qualname(receiver)
+        if rq is not None and rq.startswith(LOADER_PREFIXES):
+            return True
+    fn = a.resolve_def(call.func, scope)
+    if fn is not None:
+        return loads(a, fn)
+    if q is not None and a.project is not None:
+        facts = a.project.function(q)
+        return facts is not None and facts.loads
+    return False
+
+
+def loads(a: Analysis, fn: ast.AST, depth: int = 0) -> bool:
+    """The function's own statements call a loader, or a local function that does."""
+    if not isinstance(fn, _FUNCS):
+        return False
+    memo = a.memo.setdefault("loads", {})
+    if fn not in memo:
+        memo[fn] = False
+        scope = a.scopes.get(fn)
+        for n in own_nodes(fn):
+            if not isinstance(n, ast.Call):
+                continue
+            q = a.qualname(n.func)
+            if q is not None and (q in LOADERS or q.startswith(LOADER_PREFIXES)):
+                memo[fn] = True
+                break
+            if depth == 0 and scope is not None and loads(a, a.resolve_def(n.func, scope), 1):
+                memo[fn] = True
+                break
+    return memo[fn]
+
+
+def loaded(a: Analysis, name: str, scope: Scope, hops: int = 0) -> bool:
+    """Some binding of `name` in `scope` (or the scope it is read from) holds a loader's result:
+    the loader's call itself, an element of what it returned, or that value indexed, converted or
+    reshaped (`x = np.load(p)["a"]`, `train_x = x[:1000]`, `x = jnp.asarray(x)`, `p = ckpt.params`).
+    Not any value computed from one: a count or a function built from a loaded array is no array."""
+    s: Scope | None = scope
+    while s is not None and name not in s.bindings:
+        s = s.parent
+    if s is None or hops > MAX_HOPS:
+        return False
+    for b in s.bindings[name]:
+        if b.how not in ("assign", "iter") or b.value is None:
+            continue
+        source = _source(a, b.value, s)
+        if source is True or (isinstance(source, str) and source != name and loaded(a, source, s, hops + 1)):
+            return True
+    return False
+
+
+def _source(a: Analysis, value: ast.AST, scope: Scope) -> bool | str | None:
+    """True for a loader's call; the name a value is a view or conversion of; None otherwise."""
+    while True:
+        if isinstance(value, ast.Name):
+            return value.id
+        if isinstance(value, (ast.Subscript, ast.Attribute)):
+            value = value.value
+            continue
+        if isinstance(value, ast.Call):
+            if is_loader_call(a, value, scope):
+                return True
+            q = a.qualname(value.func) or ""
+            if q in CONVERSIONS and value.args:
+                value = value.args[0]
+                continue
+            if isinstance(value.func, ast.Attribute) and value.func.attr in ARRAY_METHODS:
+                value = value.func.value
+                continue
+        return None
+
+
+# Calls that return their argument's data in another type or place.
+CONVERSIONS = frozenset({"jax.numpy.array", "jax.numpy.asarray", "numpy.array", "numpy.asarray", "jax.device_put",
+                         "jax.numpy.float32", "jax.numpy.float16", "jax.numpy.bfloat16", "numpy.float32"})
+ARRAY_METHODS = frozenset({"astype", "reshape", "squeeze", "transpose", "copy"})
