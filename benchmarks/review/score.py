@@ -42,6 +42,10 @@ def findings(reading: Path) -> list[dict]:
     out = []
     for repo in sorted(p for p in reading.iterdir() if p.is_dir() and "__" in p.name):
         r = api.review_paths([str(repo)], respect_gitignore=False, jobs=1, progress=False, show_possible=True)
+        if r.errors:  # a rule that crashed drops a file's findings: never score that silently
+            crashed = [n for n in r.notes if n.message.startswith(api.INTERNAL)]
+            print(f"warning: {repo.name}: the reviewer failed on {r.errors} file(s): "
+                  f"{crashed[0].path}: {crashed[0].message}", file=sys.stderr)
         for f in r.findings:
             rel = Path(f.path).resolve().relative_to(reading.resolve()).as_posix()
             # `proven`: the model's own verdict, kept apart from the tier shown (a rule whose record

@@ -89,8 +89,10 @@ class LargeConstantCapturedByJit(Rule):
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         a = ctx.analysis
         scope = a.scopes[node]
-        # Only the outermost compiled function reports; nested ones are inside its program.
-        if not scope.jitted or (scope.parent is not None and scope.parent.jitted):
+        # Only the outermost compiled function reports; nested ones are inside its program. A
+        # control-flow body (`lax.scan`, `fori_loop`) run eagerly is no such program: lax lifts
+        # the arrays it closes over into operands of the loop, not constants.
+        if not scope.jitted or (scope.parent is not None and scope.parent.jitted) or "jit" not in scope.reasons:
             return
         large = ctx.memo.get("large_globals")
         if large is None:
@@ -106,8 +108,7 @@ class LargeConstantCapturedByJit(Rule):
         seen: set[str] = set()
         for stmt in body:
             for n in ast.walk(stmt):
-                # A file read in the function jit or pmap compiles (a helper it calls reports there).
-                if (isinstance(n, ast.Call) and "jit" in scope.reasons and n.func not in seen
+                if (isinstance(n, ast.Call) and n.func not in seen
                         and is_loader_call(a, n, _scope_of(n, own, scope))):
                     seen.add(n.func)
                     ctx.report(self, n, name=ast.unparse(n.func)[:40],

@@ -41,6 +41,11 @@ from jaxmem.evaluators.review.semantic.roles import enclosing_role
 
 # Layer classes of these packages (`nnx.Linear(...)`, `eqx.nn.MLP(...)`) make networks one calls.
 CALL_MAKERS = ("flax.nnx.", "equinox.nn.")
+# Classes of those packages that are no network: calling one runs no layer (`rngs()` draws a key,
+# an optimizer or a metric is updated through its methods, a variable holds a value).
+NOT_NETWORKS = frozenset({"Rngs", "RngStream", "RngKey", "RngCount", "Optimizer", "ModelAndOptimizer", "Variable",
+                          "Param", "BatchStat", "Cache", "Intermediate", "State", "GraphDef", "Metric", "Average",
+                          "Accuracy", "MultiMetric", "Welford", "StateIndex"})
 
 
 class ModelAppliedOutsideJit(Rule):
@@ -59,6 +64,8 @@ class ModelAppliedOutsideJit(Rule):
         if not (ctx.host_loop or ctx.per_step_body) or ctx.scope.traced:
             return
         func = node.func
+        if ctx.jit_info(func) is not None or _rebound_to_jit(func, ctx):
+            return  # a compiled callable (`net.apply = jax.jit(net.apply)` earlier): one program
         if isinstance(func, ast.Attribute) and func.attr == "apply":
             if _framework(func.value, ctx) not in ("linen", "haiku"):
                 return
@@ -100,6 +107,25 @@ def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
     return None
 
 
+def _rebound_to_jit(func: ast.AST, ctx: Ctx) -> bool:
+    """`q_network.apply = jax.jit(q_network.apply)` in this function (or module) before the call:
+    the attribute now holds a compiled callable."""
+    dotted = ast.unparse(func) if isinstance(func, ast.Attribute) else None
+    if dotted is None:
+        return False
+    memo = ctx.memo.setdefault("JM307_rebound", {})
+    scope = ctx.scope
+    if scope.node not in memo:
+        found = {}
+        for n in ast.walk(scope.node):
+            if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute)
+                    and isinstance(n.value, ast.Call) and ctx.analysis.jit_from_call(n.value, scope) is not None):
+                found.setdefault(ast.unparse(n.targets[0]), n.lineno)
+        memo[scope.node] = found
+    line = memo[scope.node].get(dotted)
+    return line is not None and line < func.lineno
+
+
 def _fed_back(node: ast.Call, ctx: Ctx) -> bool:
     """The innermost loop feeds this forward's output, transformed, back as its next input (a
     decoder sampling its next token from the logits): each iteration waits on the one before,
@@ -127,8 +153,9 @@ def _maker_framework(q: str | None) -> str | None:
         return None
     if q.startswith("haiku.transform") or q.startswith("haiku.without_apply_rng"):
         return "haiku"
-    if not q.rpartition(".")[2][:1].isupper():
-        return None  # a function of the framework (`nnx.filterlib.to_predicate`), not a layer class
+    name = q.rpartition(".")[2]
+    if not name[:1].isupper() or name in NOT_NETWORKS:
+        return None  # a function of the framework (`nnx.filterlib.to_predicate`), or no layer
     if q.startswith("flax.linen."):
         return "linen"
     if q.startswith(CALL_MAKERS):
