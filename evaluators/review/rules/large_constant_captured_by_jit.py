@@ -85,6 +85,10 @@ class LargeConstantCapturedByJit(Rule):
            "load files outside the jitted function.")
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
     requires = ('jit', 'pmap', 'lax')
+    # Rewritten after 12j to read where a closed-over array came from; its one sure finding on
+    # 12k's first run, wrong, was an eager lax.scan body (fixed: JM302/clean_eager_scan_closure).
+    # The record of the rewritten rule starts with the next reading.
+    record_from = "unseen-2026-12l"
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         a = ctx.analysis
