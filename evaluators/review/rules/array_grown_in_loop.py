@@ -6,7 +6,9 @@ What it does
 
     - in the loop itself, outside jit: `samples = jnp.concatenate([samples, batch])` (also
       `jnp.append`, `jnp.vstack`, `jnp.hstack`, `jax.lax.concatenate`), where `samples` was
-      bound before the loop;
+      bound before the loop; where the loop hands the grown array to a jitted function (a
+      decoder feeding its whole token sequence to a jitted forward), the finding is placed on
+      that call, which is traced and compiled again for every new length, benchmarks included;
     - through a jitted step: `out, cache = step(params, cache, x)` where the jitted function
       returns, at the position that replaces `cache`, a concatenation of its own `cache`
       parameter (the KV cache of a decoder grown by one position per token).
@@ -90,15 +92,19 @@ class ArrayGrownInLoop(Rule):
                 'row_stack')
 
     def check(self, loop: ast.AST, ctx: Ctx) -> None:
-        if ctx.scope.traced or loops.benchmark_function(ctx.scope, ctx.analysis):
+        if ctx.scope.traced:
             return
+        # A benchmark that grows an array may time exactly that; one that hands the grown array
+        # to a jitted function times recompilation it did not mean to (reported either way).
+        bench = loops.benchmark_function(ctx.scope, ctx.analysis) is not None
         # Through a jitted step every iteration is a whole trace and compile, costly in a loop of
         # any length; in the loop itself a few copies and compiles of one small operation are not.
-        self._through_jit(loop, ctx)
+        if not bench:
+            self._through_jit(loop, ctx)
         if not (loops.small_loop(loop, ctx.analysis, ctx.scope) or loops.epoch_loop(loop)):
-            self._in_loop(loop, ctx)
+            self._in_loop(loop, ctx, bench)
 
-    def _in_loop(self, loop: ast.AST, ctx: Ctx) -> None:
+    def _in_loop(self, loop: ast.AST, ctx: Ctx, bench: bool) -> None:
         """`x = jnp.concatenate([x, y])` in the loop's own statements (not its inner loops)."""
         start = (loop.lineno, loop.col_offset - 1)
         for stmt in _own_statements(loop.body):
@@ -113,6 +119,17 @@ class ArrayGrownInLoop(Rule):
             # call (a plain function's loop might itself be traced from jitted code elsewhere,
             # where it unrolls once).
             sure = ctx.scope is ctx.analysis.module_scope or _calls_jitted(loop, ctx)
+            fed = _jitted_call_fed(loop, name, ctx)
+            if fed is not None:
+                # The grown array is a jitted function's input: that function is traced and
+                # compiled again for every new length, the larger cost, so it is reported there.
+                step = ast.unparse(fed.func)
+                ctx.report(self, fed, name=name, verb="grows", how=f"`{_how(stmt.value, ctx)}` (line {stmt.lineno})",
+                           compiles=f"jitted `{step}`, which receives it, is traced and compiled again for each new "
+                                    f"length", sure=True)
+                continue
+            if bench:
+                continue
             ctx.report(self, stmt, name=name, verb="grows", how=f"`{_how(stmt.value, ctx)}`",
                        compiles="its operation is compiled again for each new length", sure=sure)
 
@@ -156,6 +173,19 @@ def _own_statements(body: list[ast.stmt]):
                 yield from _own_statements(getattr(stmt, field, []) or [])
             for h in getattr(stmt, "handlers", []):
                 yield from _own_statements(h.body)
+
+
+def _jitted_call_fed(loop: ast.AST, name: str, ctx: Ctx) -> ast.Call | None:
+    """The first call of a jitted function in the loop's own statements that is handed `name`
+    itself as an argument (not a slice of it: `x[:, -1:]` keeps a fixed shape)."""
+    for stmt in _own_statements(loop.body):
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == name
+                                               for a in [*n.args, *(k.value for k in n.keywords)]):
+                info = ctx.jit_info(n.func)
+                if info is not None and info.exact:
+                    return n
+    return None
 
 
 def _calls_jitted(loop: ast.AST, ctx: Ctx) -> bool:
