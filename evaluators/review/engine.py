@@ -12,6 +12,7 @@ from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops, roles
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
+from jaxmem.evaluators.review.semantic.walk import At
 
 PARSE_ERROR_CODE = "JM001"
 _PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -261,7 +262,7 @@ def mark_per_step(analysis: semantic.Analysis) -> None:
         callee = analysis.scopes.get(fn)
         if callee is None or callee is scope or callee.traced or callee.per_step is not None:
             continue
-        if loops.small_loop(loop, analysis, scope) or loops.epoch_loop(loop):
+        if loops.small_loop(loop, analysis, scope) or loops.epoch_loop(loop, At(analysis, scope)):
             continue
         if isinstance(call.func, ast.Attribute) and analysis.jit_info(call.func, scope) is not None:
             # `self.train_step` re-bound in `__init__` to a jitted or pmapped version of the

@@ -101,7 +101,7 @@ class ArrayGrownInLoop(Rule):
         # any length; in the loop itself a few copies and compiles of one small operation are not.
         if not bench:
             self._through_jit(loop, ctx)
-        if not (loops.small_loop(loop, ctx.analysis, ctx.scope) or loops.epoch_loop(loop)):
+        if not (loops.small_loop(loop, ctx.analysis, ctx.scope) or loops.epoch_loop(loop, ctx)):
             self._in_loop(loop, ctx, bench)
 
     def _in_loop(self, loop: ast.AST, ctx: Ctx, bench: bool) -> None:

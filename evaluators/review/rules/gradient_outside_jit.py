@@ -34,7 +34,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import enclosing_role, in_training_step
-from jaxmem.evaluators.review.semantic.training import gradient_transform, updates_own_state
+from jaxmem.evaluators.review.semantic.training import gradient_decorator, gradient_transform, updates_own_state
 
 
 class GradientOutsideJit(Rule):
@@ -80,7 +80,14 @@ class GradientOutsideJit(Rule):
             return None  # `grad_fn = jax.jit(jax.value_and_grad(f))`
         made = gradient_transform(func, ctx)
         if made is None:
-            return None
+            # A def decorated with a gradient transform and never jitted, here or in another file
+            # of the reviewed tree (`@eqx.filter_value_and_grad def compute_loss(...)`).
+            a = ctx.analysis
+            dec = gradient_decorator(a, a.resolve_def(func, ctx.scope))
+            if dec is None and a.project is not None and ctx.jit_info(func) is None:
+                facts = a.project.function(ctx.qualname(func) or "")
+                dec = facts.grad_decorated if facts is not None and facts.jit is None else None
+            return f"`{ast.unparse(func)[:40]}`, decorated with `{dec}` and never jitted," if dec else None
         loss = made.args[0]
         if ctx.jit_info(loss) is not None:
             return None  # grad of a jitted function: its forward and backward run compiled

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import GRADIENT_APPLIERS, LOOP_TYPES, dotted
+from jaxmem.evaluators.review.semantic.names import GRADIENT_APPLIERS, LOOP_TYPES, UPDATE_APPLIERS, dotted
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
 from jaxmem.evaluators.review.semantic.training import applies_gradients
@@ -158,7 +158,7 @@ def _a_step(a: Analysis, call: ast.Call, scope: Scope) -> bool:
         # call that applies gradients (`params = jax.tree.map(lambda p, g: p - lr * g, params,
         # grads)`: SGD written inline; a tree map of anything else is arithmetic, not a step).
         if q in GRADIENT_APPLIERS:
-            return q == "optax.apply_updates" or applies_gradients(call)
+            return q in UPDATE_APPLIERS or applies_gradients(call)
         return not q.startswith(LIBRARIES)
     if isinstance(call.func, ast.Name) and a.is_builtin(call.func, scope):
         return False

@@ -41,9 +41,25 @@ def small_loop(loop: ast.AST, analysis: Analysis, scope: Scope) -> bool:
     n = trip_count(it, analysis, scope)
     return n is not None and n <= SMALL_LOOP
 
-def epoch_loop(loop: ast.AST) -> bool:
+def epoch_loop(loop: ast.AST, ctx: Walk | None = None) -> bool:
     """`for epoch in ...` or `for _ in range(num_epochs)`: each iteration is a whole pass over
-    the data, not a step."""
+    the data, not a step. With the model at hand (`ctx`), not a loop that takes one gradient step
+    on the whole data per "epoch" (no inner loop; its own statements take the gradients): there an
+    epoch is a step."""
+    if not _named_for_epochs(loop):
+        return False
+    return ctx is None or not _full_batch(ctx, loop)
+
+
+def _full_batch(ctx: Walk, loop: ast.AST) -> bool:
+    from jaxmem.evaluators.review.semantic.training import takes_gradients
+    if any(True for _ in inner_loops(loop.body)):
+        return False
+    return any(isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call)
+               and takes_gradients(stmt.value, ctx, directly=True) for stmt in loop.body)
+
+
+def _named_for_epochs(loop: ast.AST) -> bool:
     target = getattr(loop, "target", None)
     if target is None:
         return False
@@ -142,7 +158,7 @@ def not_per_step(ctx: Walk, words: tuple[str, ...] = (), sync: bool = True) -> b
 def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
     a, scope = ctx.analysis, ctx.scope
     inner = ctx.loops[-1]
-    if epoch_loop(inner):
+    if epoch_loop(inner, ctx):
         return True
     if short_under_guard(ctx):
         return True

@@ -56,7 +56,8 @@ GRADIENT_TRANSFORMS = frozenset({
     "equinox.filter_grad", "equinox.filter_value_and_grad",
 })
 # Library calls that apply gradients handed to them: inline SGD over a pytree, optax's update.
-GRADIENT_APPLIERS = frozenset({"jax.tree.map", "optax.apply_updates"})
+GRADIENT_APPLIERS = frozenset({"jax.tree.map", "optax.apply_updates", "equinox.apply_updates"})
+UPDATE_APPLIERS = frozenset({"optax.apply_updates", "equinox.apply_updates"})  # applied updates, by name
 CUSTOM_RULES = frozenset({"jax.custom_jvp", "jax.custom_vjp", "flax.nnx.custom_vjp", "flax.linen.custom_vjp",
                           "equinox.filter_custom_vjp", "equinox.filter_custom_jvp"})
 # Transforms whose result, when called, is arrays (make_jaxpr gives a jaxpr, eval_shape shapes).

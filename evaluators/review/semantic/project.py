@@ -34,6 +34,7 @@ class FunctionFacts:
     clock_context: bool = False  # a context manager that times its block
     network: str | None = None  # a network class (a framework Module subclass): its framework
     loads: bool = False  # reads arrays from a file (loads.py): its results are data sets or weights
+    grad_decorated: str | None = None  # `@jax.value_and_grad` on it and no jit: calls take gradients eagerly
 
 
 class Project:
@@ -186,7 +187,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     from jaxmem.evaluators.review import semantic
     from jaxmem.evaluators.review.astutil import parse
     from jaxmem.evaluators.review.semantic import clocks, loads
-    from jaxmem.evaluators.review.semantic.training import trains
+    from jaxmem.evaluators.review.semantic.training import gradient_decorator, trains
     from jaxmem.evaluators.review.semantic.walk import At
 
     try:
@@ -234,7 +235,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
                 trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None),
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
-                loads=loads.loads(a, fn))
+                loads=loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:

@@ -71,9 +71,9 @@ def _role(a: Analysis, loop: ast.AST, scope: Scope) -> Role:
         return Role("other")
     if small_loop(loop, a, scope):
         return Role("setup", proven=True)
-    if epoch_loop(loop):
-        return Role("epoch", proven=True)
     at = At(a, scope)
+    if epoch_loop(loop, at):
+        return Role("epoch", proven=True)
     found = list(replaced_state_calls(a, loop, scope))
     if found:
         best = None

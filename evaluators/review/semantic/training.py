@@ -128,23 +128,46 @@ def gradient_transform(func: ast.AST, ctx: Walk) -> ast.Call | None:
     return None
 
 
+def gradient_decorator(a, fn: ast.AST | None) -> str | None:
+    """`@jax.value_and_grad` / `@eqx.filter_value_and_grad` on a def that no jit decorator
+    compiles: calling it takes gradients eagerly. The decorator's text, else None."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn in a.jitted_defs:
+        return None
+    for dec in fn.decorator_list:
+        if a.decorator_qualname(dec) in GRADIENT_TRANSFORMS:
+            return "@" + ast.unparse(dec)[:40]
+    return None
+
+
 def computed_gradients(call: ast.Call, ctx: Walk) -> bool:
     """A name handed to `call` holds gradients that the code computed just before, proven by
     where it was bound: `loss, grads = grad_fn(params, x)` with `grad_fn = jax.value_and_grad(f)`
-    (jitted or not), `grads = jax.grad(f)(params)`, or the result of a local function that takes
-    gradients in its body."""
+    (jitted or not), `grads = jax.grad(f)(params)`, or the result of a function that takes
+    gradients: in its body, or by a gradient decorator (`@eqx.filter_value_and_grad`), here or in
+    another file of the reviewed tree."""
     for v in [*call.args, *(k.value for k in call.keywords)]:
         if not isinstance(v, ast.Name):
             continue
         b = ctx.analysis.resolve(v.id, ctx.scope, pos(v))
         made = b.value if b is not None and b.how == "assign" else None
-        if not isinstance(made, ast.Call):
-            continue
-        if gradient_transform(made.func, ctx) is not None:
+        if isinstance(made, ast.Call) and takes_gradients(made, ctx):
             return True
-        fn = ctx.analysis.resolve_def(made.func, ctx.scope)
-        if fn is not None and trains(fn, ctx):
-            return True
+    return False
+
+
+def takes_gradients(call: ast.Call, ctx: Walk, *, directly: bool = False) -> bool:
+    """The call computes gradients: a gradient transform's result called, a function decorated
+    with one (`@eqx.filter_value_and_grad`), or (unless `directly`) a function that takes them in
+    its body, which may also loop over a whole epoch; here or in another file of the tree."""
+    if gradient_transform(call.func, ctx) is not None:
+        return True
+    a = ctx.analysis
+    fn = a.resolve_def(call.func, ctx.scope)
+    if fn is not None:
+        return gradient_decorator(a, fn) is not None or (not directly and trains(fn, ctx))
+    if a.project is not None:
+        facts = a.project.function(a.qualname(call.func) or "")
+        return facts is not None and (facts.grad_decorated is not None or (not directly and facts.trains))
     return False
 
 
