@@ -199,10 +199,13 @@ class _Builder:
                 b = Binding(target.attr, "assign", at, stmt, value=value, index=index)
                 if index is None and isinstance(value, ast.Call):
                     self._jit_binding(b, value)
-                    if b.info is not None:
-                        self.a.attr_jits.setdefault(target.attr, []).append(b.info)
-                    else:
+                    if b.info is None:
                         self.pending_attrs.append(b)  # made by a factory: known after resolution
+                elif index is None and isinstance(value, ast.Name):  # `self.step = _step`, a jitted def
+                    named = self.a.resolve(value.id, self.scope, at)
+                    b.info = named and (self.a.jitted_defs.get(named.node) if named.how == "def" else named.info)
+                if b.info is not None:
+                    self.a.attr_jits.setdefault(target.attr, []).append(b.info)
                 cls.attrs.setdefault(target.attr, []).append(b)
         elif isinstance(target, ast.Starred):
             self._targets(target.value, stmt, value, at, how, index, element, until)
