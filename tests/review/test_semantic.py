@@ -294,7 +294,7 @@ def test_a_step_jitted_in_another_file_is_followed_there(tmp_path: Path):
     (pkg / "main.py").write_text(main)
     project = Project.of_paths([str(tmp_path)], [str(pkg / "train.py"), str(pkg / "main.py")])
     assert project.module_of(str(pkg / "main.py")) == "pkg.main"
-    assert project.prefilter_text(main) == " jit pmap"  # main.py never says "jit" itself
+    assert project.prefilter_text(main) == " jit pmap float( .item("  # main.py never says "jit" itself
     a, tree = model(main, module="pkg.main", project=project)
     (loop,) = loops_of(tree)
     r = role(a, loop, scope_at(a, 5))
@@ -424,3 +424,47 @@ def test_values_read_from_files_are_followed_through_views_and_conversions(tmp_p
     assert loaded(b, "state", b.module_scope)
     alone, _ = model("from .io import restore\nstate = restore('ckpt')\n")
     assert not loaded(alone, "state", alone.module_scope)
+
+
+def test_a_helper_of_another_file_that_reads_its_arguments_on_the_host_is_followed(tmp_path: Path):
+    # `utils.update_metrics(metrics, acc)` does `.item()` on each metric; `self.log_loss(loss)` is
+    # inherited from a base class of another file and does `float(loss)`: both are a per-step read
+    # of the jitted step's outputs, which the file alone does not show.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "utils.py").write_text(textwrap.dedent("""
+        import jax
+        def update_metrics(metrics, acc):
+            return {k: acc.get(k, 0.0) + v.item() for k, v in metrics.items()}
+        def fetch(tree):
+            return jax.device_get(jax.tree_util.tree_map(lambda x: x[0], tree))
+        class Base:
+            def log_loss(self, step, loss):
+                self.records.append((step, float(loss)))
+    """))
+    main = textwrap.dedent("""
+        import jax
+        from . import utils
+        from .utils import Base
+
+        @jax.jit
+        def train_step(w, x):
+            loss, g = jax.value_and_grad(lambda w: (x @ w).sum())(w)
+            return w - 0.1 * g, {"loss": loss}
+
+        class Problem(Base):
+            def fit(self, w, xs):
+                acc = {}
+                for x in xs:
+                    w, metrics = train_step(w, x)
+                    acc = utils.update_metrics(metrics, acc)
+                    self.log_loss(0, metrics["loss"])
+                return w, acc
+    """)
+    (pkg / "main.py").write_text(main)
+    project = Project.of_paths([str(tmp_path)], [str(pkg / "utils.py"), str(pkg / "main.py")])
+    found = engine.check_source(main, str(pkg / "main.py"), [registry.by_code()["JM101"]], lambda c: "", None, project)
+    assert [(f.line, f.confidence) for f in found] == [(16, "sure"), (17, "sure")]
+    assert project.function("pkg.utils.fetch").converts == (("tree", "jax.device_get"),)
+    alone = engine.check_source(main, "main.py", [registry.by_code()["JM101"]], lambda c: "", None, None)
+    assert alone == []

@@ -83,10 +83,15 @@ class HostScalarConversionInLoop(Rule):
     def _through_helper(self, node: ast.Call, ctx: Ctx) -> None:
         """`metric.add(loss, acc)` where the local `add` does `float(b)` on its arguments."""
         fn = ctx.analysis.resolve_def(node.func, ctx.scope)
-        converted = helpers.converted_params(ctx.analysis, fn)
+        converted, sig = helpers.converted_params(ctx.analysis, fn), fn
+        if fn is None:
+            # Defined in another file of the reviewed tree (`utils.update_metrics(m, metrics)`).
+            facts = helpers.tree_facts(ctx.analysis, node.func, ctx.scope)
+            if facts is not None and facts.converts:
+                converted, sig = dict(facts.converts), facts.signature
         if not converted:
             return
-        found = [(arg, how) for arg, how in helpers.argument_converted(ctx.analysis, node, fn, converted)
+        found = [(arg, how) for arg, how in helpers.argument_converted(ctx.analysis, node, sig, converted)
                  if ctx.kind(arg) == "jax"]
         if not found or periodic(ctx) or not_per_step(ctx, READ_WORDS):
             return
@@ -97,7 +102,7 @@ class HostScalarConversionInLoop(Rule):
         if how is not None:
             arg, conv = found[0]
             ctx.report(self, node, message=self.helper_message, what=describe(arg), call=ast.unparse(node.func)[:40],
-                       how=conv, callee=getattr(fn, "name", "?"), sure=how == "sure")
+                       how=conv, callee=getattr(fn, "name", None) or ast.unparse(node.func)[:40], sure=how == "sure")
 
 
 RULE = HostScalarConversionInLoop()

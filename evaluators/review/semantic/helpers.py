@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.model import PYTREE_PRESERVING, Analysis
 
 _BUILTIN_CONVERTERS = frozenset({"float", "int", "bool", "complex"})
 _NUMPY_CONVERTERS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
@@ -54,6 +54,10 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
             return {p for e in expr.args for p in sources(e)}
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("items", "values"):
             return sources(expr.func.value)  # `for k, v in metrics.items()`: its values
+        if isinstance(expr, ast.Call) and a.qualname(expr.func) in PYTREE_PRESERVING and expr.args:
+            return sources(expr.args[0])  # `device_get(unreplicate(metrics))`: the same values
+        if isinstance(expr, ast.Call) and a.qualname(expr.func) == "jax.tree.map":
+            return {p for e in expr.args[1:] for p in sources(e)}  # `tree_map(lambda x: x[0], metrics)`
         return set()
 
     def bind(target: ast.AST, found: set[str]) -> None:
@@ -75,6 +79,9 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
                     n.args[0] if n.args else None)
                 if isinstance(arg, ast.Name):
                     for p in origin.get(arg.id, ()):
+                        out.setdefault(p, how)
+                elif isinstance(arg, ast.Call):
+                    for p in sources(arg):
                         out.setdefault(p, how)
     return out
 
@@ -105,18 +112,51 @@ def own_nodes(fn: ast.AST):
         stack.extend(reversed(children))
 
 
-def argument_converted(a: Analysis, call: ast.Call, fn: ast.AST, converted: dict[str, str]):
-    """(argument expression, how) for each argument of `call` that lands on a converted parameter."""
+def signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, ...], str | None]:
+    """The positional parameters' names and the `*args` name: what a call's arguments land on."""
     args = fn.args
-    positional = [p.arg for p in [*args.posonlyargs, *args.args]]
+    return tuple(p.arg for p in [*args.posonlyargs, *args.args]), args.vararg.arg if args.vararg else None
+
+
+def argument_converted(a: Analysis, call: ast.Call, fn: ast.AST | tuple, converted: dict[str, str]):
+    """(argument expression, how) for each argument of `call` that lands on a converted parameter.
+    `fn`: the function, or its `signature` (a function of another file, from the project facts)."""
+    positional, vararg = signature(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
     if positional and positional[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
         positional = positional[1:]
     for i, arg in enumerate(call.args):
         if isinstance(arg, ast.Starred):
             break
-        name = positional[i] if i < len(positional) else (args.vararg.arg if args.vararg is not None else None)
+        name = positional[i] if i < len(positional) else vararg
         if name in converted:
             yield arg, converted[name]
     for kw in call.keywords:
         if kw.arg in converted:
             yield kw.value, converted[kw.arg]
+
+
+def tree_facts(a: Analysis, func: ast.AST, scope):
+    """The project facts of the function a call reaches in another file of the reviewed tree: a
+    module function (`utils.log_metrics`), a method through a receiver's declared or constructed
+    class (`logger: Logger`, `logger = Logger()`), or a method `self` inherits from a base class
+    defined there. None when there is no tree, or the callee is not found in it."""
+    if a.project is None:
+        return None
+    q = a.qualname(func)
+    if q is not None:
+        return a.project.function(q)
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    recv = func.value
+    if recv.id in ("self", "cls"):
+        cls = a.class_of_receiver(recv, scope)
+        if cls is None or func.attr in cls.methods:
+            return None
+        for base in cls.bases:
+            bq = a.qualname(base)
+            facts = a.project.function(f"{bq}.{func.attr}") if bq else None
+            if facts is not None:
+                return facts
+        return None
+    typed = a.annotated_class(recv, scope) or a.constructor_of(recv, scope)
+    return a.project.function(f"{typed}.{func.attr}") if typed else None

@@ -35,6 +35,13 @@ class FunctionFacts:
     network: str | None = None  # a network class (a framework Module subclass): its framework
     loads: bool = False  # reads arrays from a file (loads.py): its results are data sets or weights
     grad_decorated: str | None = None  # `@jax.value_and_grad` on it and no jit: calls take gradients eagerly
+    # Parameters its body turns into host values (`float(loss)`), with how, and its signature
+    # (helpers.signature): a call handing it device arrays reads them on the host (JM101).
+    converts: tuple[tuple[str, str], ...] = ()
+    signature: tuple[tuple[str, ...], str | None] = ((), None)
+
+
+TREE_WORDS = " jit pmap float( .item("
 
 
 class Project:
@@ -95,16 +102,17 @@ class Project:
     def prefilter_text(self, source: str) -> str:
         """Words the rules' text prefilter should also see: a file that imports from a module of
         the tree that makes jitted callables (its text says jit or pmap) may call one without
-        writing either word itself."""
+        writing either word itself, and one that imports from the tree may call a helper there that
+        reads its arguments on the host (`float(`, `.item(`)."""
         if not self.files:
             return ""
         for m in _IMPORTS.finditer(source):
             name = m.group(1) or m.group(2)
             if name.startswith(".") or self._package_in_tree(name):
-                return " jit pmap"  # `from pkg.src import training_utils`: modules of the tree
+                return TREE_WORDS  # `from pkg.src import training_utils`: modules of the tree
             module = self._module_for(name)
             if module is not None and self._jits(module):
-                return " jit pmap"
+                return TREE_WORDS
         return ""
 
     def _package_in_tree(self, dotted: str) -> bool:
@@ -186,7 +194,7 @@ class Project:
 def _module_facts(path: str, module: str, project: Project) -> dict[str, FunctionFacts] | None:
     from jaxmem.evaluators.review import semantic
     from jaxmem.evaluators.review.astutil import parse
-    from jaxmem.evaluators.review.semantic import clocks, loads
+    from jaxmem.evaluators.review.semantic import clocks, helpers, loads
     from jaxmem.evaluators.review.semantic.training import gradient_decorator, trains
     from jaxmem.evaluators.review.semantic.walk import At
 
@@ -218,6 +226,10 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             if clocks.reads_clock(a, m):
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, reads_clock=True,
                                                        clock_context=clocks.is_context_clock(a, m))
+            elif m not in a.jitted_defs and helpers.converted_params(a, m):
+                # A method that reads its arguments on the host (`self.log_loss(loss)` in a subclass).
+                out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, converts=tuple(
+                    helpers.converted_params(a, m).items()), signature=helpers.signature(m))
             elif m in a.jitted_defs:
                 # `@partial(jax.jit, ...)` on a method: a call through a typed receiver in another
                 # file (`agent: DrQAgent` ... `agent.update(batch)`) dispatches compiled work.
@@ -235,7 +247,8 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
                 trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None),
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
-                loads=loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn))
+                loads=loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
+                converts=tuple(helpers.converted_params(a, fn).items()), signature=helpers.signature(fn))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:
