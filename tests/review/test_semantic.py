@@ -464,7 +464,7 @@ def test_a_helper_of_another_file_that_reads_its_arguments_on_the_host_is_follow
     (pkg / "main.py").write_text(main)
     project = Project.of_paths([str(tmp_path)], [str(pkg / "utils.py"), str(pkg / "main.py")])
     found = engine.check_source(main, str(pkg / "main.py"), [registry.by_code()["JM101"]], lambda c: "", None, project)
-    assert [(f.line, f.confidence) for f in found] == [(16, "sure"), (17, "sure")]
+    assert [(f.line, f.proven) for f in found] == [(16, True), (17, True)]
     assert project.function("pkg.utils.fetch").converts == (("tree", "jax.device_get"),)
     alone = engine.check_source(main, "main.py", [registry.by_code()["JM101"]], lambda c: "", None, None)
     assert alone == []

@@ -11,18 +11,46 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
-from jaxmem.evaluators.review.semantic.walk import Walk
+from jaxmem.evaluators.review.semantic.walk import At, Walk
 
 HOST_ENV_MAKERS = ("gym.", "gymnasium.", "envpool.", "dm_control.", "procgen.")
 
 
 def fed_to_host_env(ctx: Walk, values: list[ast.AST]) -> bool:
-    """A name in `values` is handed to a host environment's `step` in the innermost loop."""
+    """A name in `values` is handed to a host environment's `step` in the innermost loop; or, in a
+    function a loop calls every step (`a = agent.act(obs)` then `env.step(a)`), the value is what
+    the function returns and the loop hands that result to the environment."""
     loop = next((l for l in reversed(ctx.loops) if isinstance(l, LOOP_TYPES)), None)
     if loop is None:
-        return False
+        return _returned_to_host_env(ctx)
     fed = _env_step_args(loop, ctx)
     return bool(fed) and any(isinstance(n, ast.Name) and n.id in fed for v in values for n in ast.walk(v))
+
+
+def _returned_to_host_env(ctx: Walk) -> bool:
+    scope, call = ctx.scope, ctx.per_step
+    caller_loop, caller = scope.per_step_loop, scope.per_step_scope
+    if call is None or caller_loop is None or caller is None or not _returned(ctx):
+        return False
+    results = {n.id for stmt in ast.walk(caller_loop) if isinstance(stmt, ast.Assign) and stmt.value is call
+               for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return bool(results & _env_step_args(caller_loop, At(ctx.analysis, caller)))
+
+
+def _returned(ctx: Walk) -> bool:
+    """The node being read is part of what its function returns: inside a `return`, or bound to
+    a name that a `return` of the function hands back."""
+    for node in reversed(ctx.stack):
+        if isinstance(node, ast.Return):
+            return True
+        if isinstance(node, ast.Assign):
+            names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            fn = ctx.scope.node
+            return bool(names) and any(isinstance(r, ast.Return) and isinstance(r.value, ast.Name)
+                                       and r.value.id in names for r in ast.walk(fn))
+        if isinstance(node, ast.stmt):
+            return False
+    return False
 
 
 def _env_step_args(loop: ast.AST, ctx: Walk) -> frozenset[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from jaxmem.evaluators.review import calibration
 from jaxmem.evaluators.review import cli as review_cli
 from jaxmem.evaluators.review.cli import command
 
@@ -19,6 +20,15 @@ TIMING = (CASES / "JM701" / "waits.py").read_text()              # safe fixes on
 # (calibration.py), so the tests that use it review with --show-possible.
 SWEEP = (CASES / "JM301" / "unsafe_loop_variable.py").read_text()
 CLEAN = "import jax.numpy as jnp\nx = jnp.ones(3)\n"
+
+
+@pytest.fixture(autouse=True)
+def _calibration_apart(monkeypatch):
+    """These tests exercise tiers, exit status and formats with a finding the model proves (JM101 in a
+    training loop). Whether the current record on unseen code shows that rule as sure is
+    calibration's business (tests/review/test_review_rules.py checks it), and the benchmark rewrites
+    that record: the CLI is tested with no rule demoted."""
+    monkeypatch.setattr(calibration, "demoted", lambda: {})
 
 
 def run(*args, input=None):
