@@ -104,11 +104,16 @@ class LargeConstantCapturedByJit(Rule):
         own = _own_scopes(scope)
         local = {name for s in own for name in s.bindings}  # bound in the function: not captured
         body = [node.body] if isinstance(node, ast.Lambda) else node.body
-        parents: dict[ast.AST, ast.AST] = {}
-        for stmt in body:
-            for parent in ast.walk(stmt):
-                for child in ast.iter_child_nodes(parent):
-                    parents[child] = parent
+        parents: dict[ast.AST, ast.AST] = {}  # filled on first need: most functions capture nothing
+
+        def parent_map() -> dict[ast.AST, ast.AST]:
+            if not parents:
+                for stmt in body:
+                    for parent in ast.walk(stmt):
+                        for child in ast.iter_child_nodes(parent):
+                            parents[child] = parent
+            return parents
+
         seen: set[str] = set()
         for stmt in body:
             for n in ast.walk(stmt):
@@ -119,12 +124,12 @@ class LargeConstantCapturedByJit(Rule):
                                what="reads a file while the function is traced, and what it returns is an array")
                 if not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)) or n.id in seen or n.id in local:
                     continue
-                what = self._captured(n, scope, parents, large, ctx)
+                what = self._captured(n, scope, parent_map, large, ctx)
                 if what is not None:
                     seen.add(n.id)  # once per function is enough to locate it
                     ctx.report(self, n, name=n.id, what=what)
 
-    def _captured(self, n: ast.Name, scope, parents, large, ctx: Ctx) -> str | None:
+    def _captured(self, n: ast.Name, scope, parent_map, large, ctx: Ctx) -> str | None:
         """How the captured name `n` is known to be a large array (None where it is not)."""
         a = ctx.analysis
         outer = scope.parent
@@ -137,6 +142,9 @@ class LargeConstantCapturedByJit(Rule):
             return None  # a module, a function, or an argument of the enclosing function: not seen here
         if n.id in large and outer is a.module_scope:
             return f"is a module-level array ({large[n.id]}) read as a global"
+        if not loaded(a, n.id, outer):
+            return None
+        parents = parent_map()
         top = n
         while parents.get(top) is not None and isinstance(parents[top], (ast.Attribute, ast.Subscript)) \
                 and parents[top].value is top:
@@ -144,7 +152,7 @@ class LargeConstantCapturedByJit(Rule):
         up = parents.get(top)
         if isinstance(up, ast.Call) and up.func is top:
             return None  # called (`model.apply(...)`): a callable, not data handed to the program
-        if _used_as_array(n, top, up, ctx) and loaded(a, n.id, outer):
+        if _used_as_array(n, top, up, ctx):
             return "is loaded from a file outside the jitted function and captured from there"
         return None
 

@@ -68,13 +68,13 @@ class ModelAppliedOutsideJit(Rule):
         if not (ctx.host_loop or ctx.per_step_body) or ctx.scope.traced:
             return
         func = node.func
-        if ctx.jit_info(func) is not None or _rebound_to_jit(func, ctx):
-            return  # a compiled callable (`net.apply = jax.jit(net.apply)` earlier): one program
         if isinstance(func, ast.Attribute) and func.attr == "apply":
             if _framework(func.value, ctx) not in ("linen", "haiku"):
                 return
         elif _framework(func, ctx) not in ("nnx", "equinox"):
             return
+        if ctx.jit_info(func) is not None or _rebound_to_jit(func, ctx):
+            return  # a compiled callable (`net.apply = jax.jit(net.apply)` earlier): one program
         if periodic(ctx) or not_per_step(ctx, (), sync=False):
             return
         # Sure where the loop steps state (training, an environment, a decoder feeding its
@@ -119,14 +119,14 @@ def _rebound_to_jit(func: ast.AST, ctx: Ctx) -> bool:
         return False
     memo = ctx.memo.setdefault("JM307_rebound", {})
     scope = ctx.scope
-    if scope.node not in memo:
-        found = {}
-        for n in ast.walk(scope.node):
-            if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute)
-                    and isinstance(n.value, ast.Call) and ctx.analysis.jit_from_call(n.value, scope) is not None):
-                found.setdefault(ast.unparse(n.targets[0]), n.lineno)
-        memo[scope.node] = found
-    line = memo[scope.node].get(dotted)
+    key = (scope.node, dotted)
+    if key not in memo:
+        memo[key] = min((n.lineno for n in ast.walk(scope.node)
+                         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Call)
+                         and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == func.attr
+                         and ast.unparse(n.targets[0]) == dotted
+                         and ctx.analysis.jit_from_call(n.value, scope) is not None), default=None)
+    line = memo[key]
     return line is not None and line < func.lineno
 
 

@@ -80,6 +80,15 @@ def loaded(a: Analysis, name: str, scope: Scope, hops: int = 0) -> bool:
         s = s.parent
     if s is None or hops > MAX_HOPS:
         return False
+    memo = a.memo.setdefault("loaded", {})
+    key = (s.node, name)
+    if key not in memo:
+        memo[key] = False  # recursion guard: `x = x[...]` chains
+        memo[key] = _loaded(a, name, s, hops)
+    return memo[key]
+
+
+def _loaded(a: Analysis, name: str, s: Scope, hops: int) -> bool:
     for b in s.bindings[name]:
         if b.how not in ("assign", "iter") or b.value is None:
             continue

@@ -207,7 +207,8 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
         tree = parse(text, path)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
         return None
-    a = semantic.build(tree, text.splitlines(), module=module, project=project)
+    lines = text.splitlines()
+    a = semantic.build(tree, lines, module=module, project=project)
     keep = path in project._due and module not in project._tainted
     if path in project._due:
         project._kept[path] = (text, tree, a if keep else None)
@@ -226,7 +227,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             if clocks.reads_clock(a, m):
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, reads_clock=True,
                                                        clock_context=clocks.is_context_clock(a, m))
-            elif m not in a.jitted_defs and helpers.converted_params(a, m):
+            elif m not in a.jitted_defs and _mentions(lines, m, CONVERT_WORDS) and helpers.converted_params(a, m):
                 # A method that reads its arguments on the host (`self.log_loss(loss)` in a subclass).
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, converts=tuple(
                     helpers.converted_params(a, m).items()), signature=helpers.signature(m))
@@ -247,8 +248,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
                 trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None),
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
-                loads=loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
-                converts=tuple(helpers.converted_params(a, fn).items()), signature=helpers.signature(fn))
+                loads=_mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
+                converts=tuple(helpers.converted_params(a, fn).items()) if _mentions(lines, fn, CONVERT_WORDS) else (),
+                signature=helpers.signature(fn))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:
@@ -260,3 +262,16 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     if not keep:
         a.release()
     return out
+
+
+# Text a function's body must hold before these facts are worked out: most functions of an imported
+# module are neither loaders nor host readers, and working it out for each cost a fifth of a
+# review. What it gives up: a loader reached through a local helper whose call shows none of
+# these words (`w = read_weights(p)`, itself calling `np.load`) is not recorded.
+CONVERT_WORDS = ("float(", "int(", "bool(", "complex(", ".item(", ".tolist(", "asarray(", "array(", "device_get(")
+LOAD_WORDS = ("load", "restore", "fromfile", "memmap", "File(", "as_numpy", "from_bytes", "msgpack")
+
+
+def _mentions(lines: list[str], fn: ast.AST, words: tuple[str, ...]) -> bool:
+    body = "\n".join(lines[fn.lineno - 1:getattr(fn, "end_lineno", fn.lineno)])
+    return any(w in body for w in words)
