@@ -11,7 +11,12 @@ What it does
       that calls one) in an enclosing function or the module, read inside as an array (indexed,
       through an attribute such as `.params`, an operand of a JAX operation, or the parameters
       handed to a network's `apply`);
-    - a file read inside the jitted function itself, which runs once while it is traced.
+    - a file read inside the jitted function itself, which runs once while it is traced;
+    - `self.x` read as data by a jitted method that marks `self` static, where the class assigns
+      `self.x` again after construction: the program is cached per `self`, so the value of the
+      first trace is a constant of it and later values are never seen (measured on jax 0.10.2:
+      `self.w` re-assigned from ones to fives, the method still returned 3.0, and the lowered
+      program holds `self.w` as a `stablehlo.constant`).
 
     Arrays of unknown origin are left alone: most closed-over arrays are small tables.
 
@@ -128,6 +133,11 @@ class LargeConstantCapturedByJit(Rule):
                 if what is not None:
                     seen.add(n.id)  # once per function is enough to locate it
                     ctx.report(self, n, name=n.id, what=what)
+        for n, attr in _static_self_state(node, scope, parent_map, ctx):
+            ctx.report(self, n, name=f"self.{attr}", what=(
+                "is read by a jitted method that marks `self` static, and the class re-assigns it after "
+                "construction: its value at the first trace is compiled in as a constant, and the new "
+                "values are never seen (the cached program is keyed by `self`)"))
 
     def _captured(self, n: ast.Name, scope, parent_map, large, ctx: Ctx) -> str | None:
         """How the captured name `n` is known to be a large array (None where it is not)."""
@@ -176,6 +186,56 @@ class LargeConstantCapturedByJit(Rule):
                 if isinstance(t, ast.Name):
                     out[t.id] = desc
         return out
+
+
+def _static_self_state(node: ast.AST, scope, parent_map, ctx: Ctx):
+    """(node, attr) for each `self.attr` a jitted method with `self` static reads as data, where
+    the class assigns that attribute in a method other than `__init__` (state that changes)."""
+    info, cls = scope.jit, _enclosing_class(scope)
+    if info is None or cls is None or not info.params or info.params[0] != "self" \
+            or "self" not in info.static_names():
+        return
+    # Re-assigned outside __init__ to arrays: a copy of parameters, a JAX or NumPy result.
+    changed = {attr for attr, bindings in cls.attrs.items()
+               if any(_method_of(cls, b.node) not in (None, "__init__") and _array_valued(b.value, ctx)
+                      for b in bindings)}
+    seen: set[str] = set()
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+                and isinstance(n.ctx, ast.Load) and n.attr in changed and n.attr not in seen
+                and n.attr not in cls.methods):
+            continue
+        up = parent_map().get(n)
+        # Read as data: indexed, an operand, or an argument of a JAX operation, a tree map, or a
+        # network's `apply` (not a method called on an object kept on the instance).
+        if isinstance(up, ast.Subscript) and up.value is n or isinstance(up, ast.BinOp) or (
+                isinstance(up, ast.Call) and n in up.args and (
+                    (ctx.qualname(up.func) or "").startswith(("jax.numpy.", "jax.lax.", "jax.nn.", "jax.tree"))
+                    or isinstance(up.func, ast.Attribute) and up.func.attr in ("apply", "apply_fn"))):
+            seen.add(n.attr)
+            yield n, n.attr
+
+
+def _array_valued(value: ast.AST | None, ctx: Ctx) -> bool:
+    if not isinstance(value, ast.Call):
+        return False
+    q = ctx.qualname(value.func) or ""
+    return q.startswith(("jax.numpy.", "numpy.", "optax.apply_updates", "copy.deepcopy", "jax.device_put"))
+
+
+def _enclosing_class(scope):
+    s = scope
+    while s is not None and s.cls is None:
+        s = s.parent
+    return s.cls if s is not None else None
+
+
+def _method_of(cls, stmt: ast.AST) -> str | None:
+    line = getattr(stmt, "lineno", 0)
+    for name, fn in cls.methods.items():
+        if fn.lineno <= line <= getattr(fn, "end_lineno", fn.lineno):
+            return name
+    return None
 
 
 def _used_as_array(n: ast.Name, top: ast.AST, up: ast.AST | None, ctx: Ctx) -> bool:
