@@ -191,7 +191,7 @@ class LargeConstantCapturedByJit(Rule):
 def _static_self_state(node: ast.AST, scope, parent_map, ctx: Ctx):
     """(node, attr) for each `self.attr` a jitted method with `self` static reads as data, where
     the class assigns that attribute in a method other than `__init__` (state that changes)."""
-    info, cls = scope.jit, _enclosing_class(scope)
+    info, cls = scope.jit, ctx.analysis.enclosing_class(scope)
     if info is None or cls is None or not info.params or info.params[0] != "self" \
             or "self" not in info.static_names():
         return
@@ -221,13 +221,6 @@ def _array_valued(value: ast.AST | None, ctx: Ctx) -> bool:
         return False
     q = ctx.qualname(value.func) or ""
     return q.startswith(("jax.numpy.", "numpy.", "optax.apply_updates", "copy.deepcopy", "jax.device_put"))
-
-
-def _enclosing_class(scope):
-    s = scope
-    while s is not None and s.cls is None:
-        s = s.parent
-    return s.cls if s is not None else None
 
 
 def _method_of(cls, stmt: ast.AST) -> str | None:

@@ -36,8 +36,9 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.flow import fed_back_calls
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
-from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, MODULE_BASES, NETWORK_BASES
+from jaxmem.evaluators.review.semantic.names import MODULE_BASES, NETWORK_BASES
 from jaxmem.evaluators.review.semantic.roles import enclosing_role
+from jaxmem.evaluators.review.semantic.walk import statement_loop
 
 # Layer classes of these packages (`nnx.Linear(...)`, `eqx.nn.MLP(...)`) make networks one calls.
 CALL_MAKERS = ("flax.nnx.", "equinox.nn.")
@@ -134,7 +135,7 @@ def _fed_back(node: ast.Call, ctx: Ctx) -> bool:
     """The innermost loop feeds this forward's output, transformed, back as its next input (a
     decoder sampling its next token from the logits): each iteration waits on the one before,
     so the loop runs the model once per token by construction."""
-    loop = next((l for l in reversed(ctx.loops) if isinstance(l, LOOP_TYPES)), None)
+    loop = statement_loop(ctx)
     return loop is not None and any(call is node for call, _ in fed_back_calls(ctx.analysis, loop, ctx.scope))
 
 

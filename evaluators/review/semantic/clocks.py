@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic.helpers import calls_one_deep, project_facts
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.scopes import Scope
 
@@ -19,22 +20,9 @@ CONTEXT_MANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def reads_clock(a: Analysis, fn: ast.AST, depth: int = 0) -> bool:
+def reads_clock(a: Analysis, fn: ast.AST) -> bool:
     """The function's own statements read a clock, or call a local function that does."""
-    if not isinstance(fn, _FUNCS):
-        return False
-    memo = a.memo.setdefault("reads_clock", {})
-    if fn not in memo:
-        memo[fn] = False
-        scope = a.scopes.get(fn)
-        for n in _own_calls(fn, a):
-            if a.qualname(n.func) in TIMERS:
-                memo[fn] = True
-                break
-            if depth == 0 and scope is not None and reads_clock(a, a.resolve_def(n.func, scope), 1):
-                memo[fn] = True
-                break
-    return memo[fn]
+    return calls_one_deep(a, fn, TIMERS.__contains__, "reads_clock")
 
 
 def is_context_clock(a: Analysis, fn: ast.AST) -> bool:
@@ -53,7 +41,7 @@ def clock_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
     fn = a.resolve_def(call.func, scope)
     if fn is not None:
         return reads_clock(a, fn) and not is_context_clock(a, fn)
-    facts = _project_method(a, call.func, scope)
+    facts = project_facts(a, call.func, scope)
     return facts is not None and facts.reads_clock and not facts.clock_context
 
 
@@ -68,7 +56,7 @@ def clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:
     cls = a.local_class(expr.func)
     if cls is not None:
         return all(reads_clock(a, cls.methods.get(m)) for m in ("__enter__", "__exit__"))
-    facts = _project_method(a, expr.func, scope)
+    facts = project_facts(a, expr.func, scope)
     return facts is not None and facts.clock_context
 
 
@@ -80,41 +68,9 @@ def named_clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:
             and isinstance(expr.func.value, ast.Name)):
         return False
     cls = a.constructor_of(expr.func.value, scope)
-    if cls is None or a.resolve_def(expr.func, scope) is not None or _project_method(a, expr.func, scope) is not None:
+    if cls is None or a.resolve_def(expr.func, scope) is not None or project_facts(a, expr.func, scope) is not None:
         return False        # not made from a class, or one whose body is in the review (clock_block read it)
     return any(word in cls.rsplit(".", 1)[-1].lower() for word in _TIMER_WORDS)
 
 
 _TIMER_WORDS = ("timer", "stopwatch")
-
-
-def _project_method(a: Analysis, func: ast.AST, scope: Scope):
-    """Facts of a function or method defined in another file of the tree: `utils.tick(...)`, or
-    `timer.tock(...)` on `timer = Timer()` where `Timer` is imported from there."""
-    if a.project is None:
-        return None
-    q = a.qualname(func)
-    if q is not None:
-        return a.project.function(q)
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-        cls = a.constructor_of(func.value, scope)
-        if cls is not None:
-            return a.project.function(f"{cls}.{func.attr}")
-    return None
-
-
-def _own_calls(fn: ast.AST, a: Analysis | None = None):
-    """The calls of the function's own statements (not of functions or classes defined in it):
-    recorded by the model as it was built, or found by walking when the function is not modelled."""
-    scope = a.scopes.get(fn) if a is not None else None
-    if scope is not None:
-        yield from scope.calls
-        return
-    stack = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(n, ast.Call):
-            yield n
-        stack.extend(ast.iter_child_nodes(n))

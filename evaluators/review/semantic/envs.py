@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
-from jaxmem.evaluators.review.semantic.walk import At, Walk
+from jaxmem.evaluators.review.semantic.walk import At, Walk, statement_loop
 
 HOST_ENV_MAKERS = ("gym.", "gymnasium.", "envpool.", "dm_control.", "procgen.")
 
@@ -20,7 +19,7 @@ def fed_to_host_env(ctx: Walk, values: list[ast.AST]) -> bool:
     """A name in `values` is handed to a host environment's `step` in the innermost loop; or, in a
     function a loop calls every step (`a = agent.act(obs)` then `env.step(a)`), the value is what
     the function returns and the loop hands that result to the environment."""
-    loop = next((l for l in reversed(ctx.loops) if isinstance(l, LOOP_TYPES)), None)
+    loop = statement_loop(ctx)
     if loop is None:
         return _returned_to_host_env(ctx)
     fed = _env_step_args(loop, ctx)

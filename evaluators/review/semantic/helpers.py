@@ -135,16 +135,63 @@ def argument_converted(a: Analysis, call: ast.Call, fn: ast.AST | tuple, convert
             yield kw.value, converted[kw.arg]
 
 
-def tree_facts(a: Analysis, func: ast.AST, scope):
-    """The project facts of the function a call reaches in another file of the reviewed tree: a
-    module function (`utils.log_metrics`), a method through a receiver's declared or constructed
-    class (`logger: Logger`, `logger = Logger()`), or a method `self` inherits from a base class
-    defined there. None when there is no tree, or the callee is not found in it."""
+def own_calls(fn: ast.AST, a: Analysis | None = None):
+    """The calls of the function's own statements (not of functions or classes defined in it):
+    recorded by the model as it was built, or found by walking when the function is not modelled."""
+    scope = a.scopes.get(fn) if a is not None else None
+    if scope is not None:
+        yield from scope.calls
+        return
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call):
+            yield n
+        stack.extend(ast.iter_child_nodes(n))
+
+
+def calls_one_deep(a: Analysis, fn: ast.AST, accept, key: str, depth: int = 0) -> bool:
+    """The function's own statements call something whose qualified name `accept` takes (a clock,
+    a file loader), or call a local function that does; memoized in the model under `key`."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    memo = a.memo.setdefault(key, {})
+    if fn not in memo:
+        memo[fn] = False
+        scope = a.scopes.get(fn)
+        for n in own_calls(fn, a):
+            if accept(a.qualname(n.func)) or (
+                    depth == 0 and scope is not None
+                    and calls_one_deep(a, a.resolve_def(n.func, scope), accept, key, 1)):
+                memo[fn] = True
+                break
+    return memo[fn]
+
+
+def project_facts(a: Analysis, func: ast.AST, scope):
+    """Facts of a function or method defined in another file of the tree: `utils.tick(...)`, or
+    `timer.tock(...)` on `timer = Timer()` where `Timer` is imported from there."""
     if a.project is None:
         return None
     q = a.qualname(func)
     if q is not None:
         return a.project.function(q)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        cls = a.constructor_of(func.value, scope)
+        if cls is not None:
+            return a.project.function(f"{cls}.{func.attr}")
+    return None
+
+
+def tree_facts(a: Analysis, func: ast.AST, scope):
+    """`project_facts`, and also a method through a receiver's declared class (`logger: Logger`)
+    or one `self` inherits from a base class defined in another file of the tree. None when there
+    is no tree, or the callee is not found in it."""
+    facts = project_facts(a, func, scope)
+    if facts is not None or a.project is None or a.qualname(func) is not None:
+        return facts
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
         return None
     recv = func.value
@@ -158,5 +205,5 @@ def tree_facts(a: Analysis, func: ast.AST, scope):
             if facts is not None:
                 return facts
         return None
-    typed = a.annotated_class(recv, scope) or a.constructor_of(recv, scope)
+    typed = a.annotated_class(recv, scope)
     return a.project.function(f"{typed}.{func.attr}") if typed else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic.helpers import own_nodes
+from jaxmem.evaluators.review.semantic.helpers import calls_one_deep
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.scopes import Scope
 
@@ -24,16 +24,19 @@ LOADERS = frozenset({
     "flax.serialization.msgpack_restore", "tensorflow_datasets.as_numpy", "tensorflow_datasets.load",
 })
 LOADER_PREFIXES = ("orbax.checkpoint.",)  # `ocp.StandardCheckpointer().restore(...)`, `ocp.PyTreeCheckpointer()`
-_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # How far a value's origin is followed through the names it is computed from (`x = np.load(p)`,
 # `x = jnp.asarray(x)`, `train_x = x[:1000]`).
 MAX_HOPS = 4
 
 
+def _library_loader(q: str | None) -> bool:
+    return q is not None and (q in LOADERS or q.startswith(LOADER_PREFIXES))
+
+
 def is_loader_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
     """A library loader, or a function of this module or the reviewed tree that loads."""
     q = a.qualname(call.func)
-    if q is not None and (q in LOADERS or q.startswith(LOADER_PREFIXES)):
+    if _library_loader(q):
         return True
     if isinstance(call.func, ast.Attribute) and call.func.attr == "restore":
         receiver = call.func.value.func if isinstance(call.func.value, ast.Call) else call.func.value
@@ -49,25 +52,9 @@ def is_loader_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
     return False
 
 
-def loads(a: Analysis, fn: ast.AST, depth: int = 0) -> bool:
+def loads(a: Analysis, fn: ast.AST) -> bool:
     """The function's own statements call a loader, or a local function that does."""
-    if not isinstance(fn, _FUNCS):
-        return False
-    memo = a.memo.setdefault("loads", {})
-    if fn not in memo:
-        memo[fn] = False
-        scope = a.scopes.get(fn)
-        for n in own_nodes(fn):
-            if not isinstance(n, ast.Call):
-                continue
-            q = a.qualname(n.func)
-            if q is not None and (q in LOADERS or q.startswith(LOADER_PREFIXES)):
-                memo[fn] = True
-                break
-            if depth == 0 and scope is not None and loads(a, a.resolve_def(n.func, scope), 1):
-                memo[fn] = True
-                break
-    return memo[fn]
+    return calls_one_deep(a, fn, _library_loader, "loads")
 
 
 def loaded(a: Analysis, name: str, scope: Scope, hops: int = 0) -> bool:

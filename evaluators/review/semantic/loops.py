@@ -22,6 +22,7 @@ from jaxmem.evaluators.review.semantic.names import (
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
 from jaxmem.evaluators.review.semantic.syncs import SYNC_METHODS, waited_before, waits_every_iteration
+from jaxmem.evaluators.review.semantic.training import takes_gradients
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 _BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")
@@ -52,7 +53,6 @@ def epoch_loop(loop: ast.AST, ctx: Walk | None = None) -> bool:
 
 
 def _full_batch(ctx: Walk, loop: ast.AST) -> bool:
-    from jaxmem.evaluators.review.semantic.training import takes_gradients
     if any(True for _ in inner_loops(loop.body)):
         return False
     return any(isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call)

@@ -180,16 +180,20 @@ class Analysis(CallablesMixin, KindsMixin):
     def class_of_receiver(self, recv: ast.Name, scope: Scope) -> ClassInfo | None:
         """`self` inside a method of a module class, or a name bound to `C(...)` of one."""
         if recv.id in ("self", "cls"):
-            s: Scope | None = scope
-            while s is not None and s.cls is None:
-                s = s.parent
-            return s.cls if s is not None else None
+            return self.enclosing_class(scope)
         found = self._reaching_all(recv.id, scope, pos(recv))
         for b in found:
             cls = self._class_of_value(b, scope, 0)
             if cls is not None:
                 return cls
         return None
+
+    def enclosing_class(self, scope: Scope) -> ClassInfo | None:
+        """The class whose method (or a function nested in one) `scope` is."""
+        s: Scope | None = scope
+        while s is not None and s.cls is None:
+            s = s.parent
+        return s.cls if s is not None else None
 
     def attr_makers(self, attr: ast.Attribute, scope: Scope) -> list[ast.Call]:
         """`self.x`: the calls the class's methods assign to it (`self.env = gym.make(...)`)."""

@@ -227,10 +227,11 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             if clocks.reads_clock(a, m):
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, reads_clock=True,
                                                        clock_context=clocks.is_context_clock(a, m))
-            elif m not in a.jitted_defs and _mentions(lines, m, CONVERT_WORDS) and helpers.converted_params(a, m):
+            elif m not in a.jitted_defs and _mentions(lines, m, CONVERT_WORDS) and (
+                    converted := helpers.converted_params(a, m)):
                 # A method that reads its arguments on the host (`self.log_loss(loss)` in a subclass).
-                out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, converts=tuple(
-                    helpers.converted_params(a, m).items()), signature=helpers.signature(m))
+                out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, converts=tuple(converted.items()),
+                                                       signature=helpers.signature(m))
             elif m in a.jitted_defs:
                 # `@partial(jax.jit, ...)` on a method: a call through a typed receiver in another
                 # file (`agent: DrQAgent` ... `agent.update(batch)`) dispatches compiled work.

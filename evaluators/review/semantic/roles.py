@@ -39,7 +39,7 @@ from jaxmem.evaluators.review.semantic.training import (
     named_for_training,
     trains,
 )
-from jaxmem.evaluators.review.semantic.walk import At
+from jaxmem.evaluators.review.semantic.walk import At, statement_loop
 
 STEP_ROLES = ("train", "step")
 
@@ -117,9 +117,9 @@ def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
 def step_loop(ctx) -> tuple[ast.AST | None, Scope | None]:
     """The loop whose every iteration runs the current node: the innermost enclosing statement
     loop of this function, or, in the body of a function a host loop calls every step, that loop."""
-    for loop in reversed(ctx.loops):
-        if isinstance(loop, LOOP_TYPES):
-            return loop, ctx.scope
+    loop = statement_loop(ctx)
+    if loop is not None:
+        return loop, ctx.scope
     if ctx.per_step is not None:
         return ctx.scope.per_step_loop, ctx.scope.per_step_scope
     return None, None

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
 from jaxmem.evaluators.review.semantic.scopes import Scope
 
 
@@ -56,3 +57,8 @@ class At:
 
     def jit_info(self, func: ast.AST) -> JitInfo | None:
         return self.analysis.jit_info(func, self.scope)
+
+
+def statement_loop(ctx: Walk) -> ast.AST | None:
+    """The innermost statement loop (not a comprehension) of this function around the node."""
+    return next((loop for loop in reversed(ctx.loops) if isinstance(loop, LOOP_TYPES)), None)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jaxmem.evaluators.review import calibration
 from jaxmem.evaluators.review import cli as review_cli
 from jaxmem.evaluators.review.cli import command
 
@@ -22,13 +21,9 @@ SWEEP = (CASES / "JM301" / "unsafe_loop_variable.py").read_text()
 CLEAN = "import jax.numpy as jnp\nx = jnp.ones(3)\n"
 
 
-@pytest.fixture(autouse=True)
-def _calibration_apart(monkeypatch):
-    """These tests exercise tiers, exit status and formats with a finding the model proves (JM101 in a
-    training loop). Whether the current record on unseen code shows that rule as sure is
-    calibration's business (tests/review/test_review_rules.py checks it), and the benchmark rewrites
-    that record: the CLI is tested with no rule demoted."""
-    monkeypatch.setattr(calibration, "demoted", lambda: {})
+# Tiers, exit status and formats are exercised with a finding the model proves (JM101 in a
+# training loop), apart from the current record on unseen code (conftest.py).
+pytestmark = pytest.mark.usefixtures("calibration_apart")
 
 
 def run(*args, input=None):
