@@ -468,3 +468,15 @@ def test_a_helper_of_another_file_that_reads_its_arguments_on_the_host_is_follow
     assert project.function("pkg.utils.fetch").converts == (("tree", "jax.device_get"),)
     alone = engine.check_source(main, "main.py", [registry.by_code()["JM101"]], lambda c: "", None, None)
     assert alone == []
+
+
+def test_item_write_into_numpy_array_is_a_proven_read_only_in_training():
+    """`curve[i] = loss` in a proven training loop is a sure per-step read (NumPy converts the
+    device value on the host); the same write into a results table of an analysis loop is not."""
+    fixtures = Path(__file__).parent / "fixtures" / "JM101"
+    rule = [registry.by_code()["JM101"]]
+    bad = (fixtures / "bad_loss_written_into_numpy_array.py").read_text(encoding="utf-8")
+    found = engine.check_source(bad, "bad.py", rule, lambda c: "", None, None)
+    assert [(f.line, f.proven) for f in found] == [(28, True)]
+    clean = (fixtures / "clean_results_table_filled_outside_training.py").read_text(encoding="utf-8")
+    assert engine.check_source(clean, "clean.py", rule, lambda c: "", None, None) == []

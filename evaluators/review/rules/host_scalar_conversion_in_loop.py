@@ -2,7 +2,8 @@
 
 What it does
     Flags `float(x)`, `int(x)`, `bool(x)`, `x.item()` and `x.tolist()` on a JAX array inside a
-    Python loop that runs eagerly (not under jit).
+    Python loop that runs eagerly (not under jit), and writing a JAX array into an element of a
+    NumPy array there (`losses[i] = loss`: NumPy converts it on the host, as `float` does).
 
 Why is this bad
     JAX dispatches work asynchronously. Reading a value on the host waits for every queued
@@ -35,7 +36,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
-from jaxmem.evaluators.review.semantic.roles import per_step_read
+from jaxmem.evaluators.review.semantic.roles import enclosing_role, per_step_read
 from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 CONVERTERS = frozenset({"float", "int", "bool", "complex"})
@@ -52,10 +53,12 @@ class HostScalarConversionInLoop(Rule):
     severity = "warning"
     message = "`{what}` on a JAX array in a loop forces a device->host sync every iteration"
     fix = "Accumulate on device (e.g. `total = total + loss`) and read the value once after the loop, or every N steps."
+    item_message = ("`{what}` writes a JAX array into a NumPy array in a loop: NumPy converts it on the host, "
+                    "a device->host sync every iteration")
     helper_message = ("`{call}` is handed JAX array `{what}` in a loop and `{callee}` converts it with `{how}`: "
                       "a device->host sync every iteration")
-    node_types = (ast.Call,)
-    requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(')
+    node_types = (ast.Call, ast.Assign, ast.AugAssign)
+    requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(', '] =', '] +=')
     only_in_host_loops = True
     # Its sure findings on 12b-12i's first runs: 6 right, 4 wrong, and all 4 wrong ones on 12i were
     # one cause: reads of an action a host environment needs (in a rollout helper whose parameter
@@ -63,8 +66,11 @@ class HostScalarConversionInLoop(Rule):
     # the model with a fixture (118a21d, JM101/clean_action_read_for_a_host_env).
     record_from = "unseen-2026-12j"
 
-    def check(self, node: ast.Call, ctx: Ctx) -> None:
+    def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body):
+            return
+        if not isinstance(node, ast.Call):
+            self._item_write(node, ctx)
             return
         func = node.func
         name = builtin_name(ctx, func)
@@ -79,6 +85,24 @@ class HostScalarConversionInLoop(Rule):
             how = per_step_read(ctx, [value])
             if how is not None:
                 ctx.report(self, node, what=what, sure=how == "sure")
+
+    def _item_write(self, node: ast.Assign | ast.AugAssign, ctx: Ctx) -> None:
+        """`losses[i] = loss`: NumPy's __setitem__ converts the device value on the host
+        (measured on jax 0.10.2: as blocking as `float(loss)`). Only into a proven NumPy array:
+        a JAX array's item write raises, and a list keeps the device value without reading it.
+        Only in a loop that trains: elsewhere filling a preallocated table (a similarity matrix,
+        chunks of an output image) is how results are gathered, the loop's job."""
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            if not (isinstance(t, ast.Subscript) and ctx.proven(t.value, "np") and ctx.kind(node.value) == "jax"):
+                continue
+            if periodic(ctx) or not_per_step(ctx, READ_WORDS) or enclosing_role(ctx).role != "train":
+                return
+            how = per_step_read(ctx, [node.value])
+            if how is not None:
+                ctx.report(self, node, message=self.item_message,
+                           what=f"{describe(t)} = {describe(node.value)}", sure=how == "sure")
+            return
 
     def _through_helper(self, node: ast.Call, ctx: Ctx) -> None:
         """`metric.add(loss, acc)` where the local `add` does `float(b)` on its arguments."""
