@@ -480,3 +480,12 @@ def test_item_write_into_numpy_array_is_a_proven_read_only_in_training():
     assert [(f.line, f.proven) for f in found] == [(28, True)]
     clean = (fixtures / "clean_results_table_filled_outside_training.py").read_text(encoding="utf-8")
     assert engine.check_source(clean, "clean.py", rule, lambda c: "", None, None) == []
+
+
+def test_step_made_by_a_method_factory_is_jitted_and_trains():
+    """`state, step = self.state, self.get_train_step()` where the method, defined further down,
+    returns one of its jitted defs: `step` is that jitted callable, and the loop around it trains."""
+    fixtures = Path(__file__).parent / "fixtures" / "JM101"
+    source = (fixtures / "bad_step_made_by_a_method_factory.py").read_text(encoding="utf-8")
+    found = engine.check_source(source, "bad.py", [registry.by_code()["JM101"]], lambda c: "", None, None)
+    assert [(f.line, f.proven) for f in found] == [(22, True)]

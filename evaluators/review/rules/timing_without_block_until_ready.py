@@ -43,7 +43,7 @@ from jaxmem.evaluators.review.rules._util import TIMERS
 from jaxmem.evaluators.review.semantic import clocks
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, dotted, pos
-from jaxmem.evaluators.review.semantic.syncs import is_sync, waits
+from jaxmem.evaluators.review.semantic.syncs import hands_to_converter, is_sync, waits
 
 
 def _names_compilation(stmt: ast.stmt) -> bool:
@@ -261,7 +261,7 @@ class TimingWithoutBlockUntilReady(Rule):
                     runs = True
                 if not waited and n not in sometimes and (
                         is_sync(ctx, n) and not self._prints_only_time(n, ctx)
-                        or self._may_wait(n, ctx) or self._local_waits(n, ctx)):
+                        or self._may_wait(n, ctx) or self._local_waits(n, ctx) or hands_to_converter(ctx, n)):
                     waited = True
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) and self._opaque(stmt.value, ctx):
                 # A result from code the reviewer cannot see (`result = service.generate(reqs)`)

@@ -42,6 +42,10 @@ def _resolve_pending(a: Analysis, builder: _Builder) -> None:
             if s is not None and s.jit is None:
                 s.jit = info
     for b, fn in builder.pending_returns:
+        if isinstance(fn, tuple):  # (a method call's `self.make_step`, its scope)
+            fn = a.resolve_def(*fn)
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
         b.info = returned_jit(a, fn, b.index)
 
 

@@ -5,6 +5,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields
+from jaxmem.evaluators.review.semantic.jit_bindings import JitBindings
 from jaxmem.evaluators.review.semantic.names import (
     APPENDERS,
     COMPILED_BODIES,
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from jaxmem.evaluators.review.semantic.model import Analysis
 
 
-class _Builder:
+class _Builder(JitBindings):
     """One recursive pass: imports, scopes, bindings with positions, classes, transform uses."""
 
     _methods: dict[type, object] = {}  # node class -> unbound visit function (or generic_visit)
@@ -190,6 +191,12 @@ class _Builder:
                     self.pending_returns.append((b, fn))
             self.scope.bind(b)
         elif isinstance(target, (ast.Tuple, ast.List)):
+            if (index is None and isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+                    and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))):
+                # `state, step = self.state, self.make_step()`: each name is bound to its own value.
+                for elt, part in zip(target.elts, value.elts):
+                    self._targets(elt, stmt, part, at, how, None, element, until)
+                return
             for i, elt in enumerate(target.elts):
                 self._targets(elt.value if isinstance(elt, ast.Starred) else elt, stmt, value, at, how,
                               i if index is None else index, element, until)
@@ -213,40 +220,6 @@ class _Builder:
     def _method_class(self) -> ClassInfo | None:
         s = self.scope
         return s.cls if not s.is_class else None
-
-    def _jit_binding(self, b: Binding, value: ast.Call) -> None:
-        factory = self.a.jit_factory(value, self.scope)
-        if factory is not None:
-            b.factory = factory
-            return
-        made = self.a.jit_from_call(value, self.scope)
-        if made is None:
-            if isinstance(value.func, ast.Name):
-                # `step = make_step(...)` where make_step returns `jax.jit(...)`: one level.
-                fn = self.a.resolve_def(value.func, self.scope)
-                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    self.pending_returns.append((b, fn))
-            return
-        info, wrapped = made
-        info.wrapped = wrapped
-        b.info = info
-        self.pending_params.append((info, wrapped, self.scope))
-
-    def _maybe_jit_binding(self, b: Binding, value: ast.IfExp) -> None:
-        """`step = step if cfg.no_jit else jax.jit(step)`: jitted on one branch, so the name may
-        hold a jitted callable (not exact: the other branch runs it eagerly)."""
-        for branch in (value.body, value.orelse):
-            if isinstance(branch, ast.Call):
-                probe = Binding(b.name, b.how, b.at, b.node, value=branch)
-                self._jit_binding(probe, branch)
-                if probe.info is not None:
-                    probe.info.exact = False
-                    b.info = probe.info
-                    return
-
-    pending_params: list
-    pending_returns: list
-    pending_attrs: list
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.walk import Walk
 
@@ -53,7 +54,7 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
             if (isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant)
                     and any(ctx.kind(x) == "jax" for x in n.args)):
                 return True  # "{}".format(loss)
-            if depth == 0 and _calls_waiting_function(ctx, n):
+            if depth == 0 and (_calls_waiting_function(ctx, n) or hands_to_converter(ctx, n)):
                 return True
             if isinstance(func, ast.Attribute) and func.attr in ("block_until_ready", "item", "tolist"):
                 if func.attr == "block_until_ready" or ctx.kind(func.value) == "jax":
@@ -89,6 +90,15 @@ def _calls_waiting_function(ctx: Walk, call: ast.Call) -> bool:
             finally:
                 ctx.scope = saved
     return memo[fn]
+
+def hands_to_converter(ctx: Walk, call: ast.Call) -> bool:
+    """`metric.add(loss, acc)` where the local `add` does `float(b)` on what it is handed, and
+    a device array is handed to it: the call reads that array on the host."""
+    a = ctx.analysis
+    fn = a.resolve_def(call.func, ctx.scope)
+    converted = helpers.converted_params(a, fn)
+    return bool(converted) and any(ctx.kind(arg) == "jax" for arg, _ in helpers.argument_converted(a, call, fn, converted))
+
 
 def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
     """An earlier statement of this iteration (same block, inside the loop) already waited:
