@@ -36,7 +36,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.flow import fed_back_calls
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
-from jaxmem.evaluators.review.semantic.names import MODULE_BASES, NETWORK_BASES
+from jaxmem.evaluators.review.semantic.names import MODULE_BASES, NETWORK_BASES, pos
 from jaxmem.evaluators.review.semantic.roles import enclosing_role
 from jaxmem.evaluators.review.semantic.walk import statement_loop
 
@@ -72,7 +72,7 @@ class ModelAppliedOutsideJit(Rule):
         if isinstance(func, ast.Attribute) and func.attr == "apply":
             if _framework(func.value, ctx) not in ("linen", "haiku"):
                 return
-        elif _framework(func, ctx) not in ("nnx", "equinox"):
+        elif _framework(func, ctx) not in ("nnx", "equinox") and not _bound_apply(func, ctx):
             return
         if ctx.jit_info(func) is not None or _rebound_to_jit(func, ctx):
             return  # a compiled callable (`net.apply = jax.jit(net.apply)` earlier): one program
@@ -90,6 +90,8 @@ def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
     to one (`model = GPT(cfg)` of a local Module class, `net = hk.transform(f)`), or `self.x`
     set so in a method of the class."""
     a = ctx.analysis
+    if isinstance(expr, ast.Call):  # `hk.without_apply_rng(hk.transform(f))`, made in place
+        return _maker_framework(a.qualname(expr.func))
     if isinstance(expr, ast.Name) and expr.id not in ("self", "cls"):
         cls = a.class_of_receiver(expr, ctx.scope)
         if cls is None:
@@ -110,6 +112,23 @@ def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def _bound_apply(func: ast.AST, ctx: Ctx) -> bool:
+    """`forward(params, x)` or `self.forward(params, x)` where the name (or attribute) was bound to
+    a network's `apply` (`self.forward = hk.without_apply_rng(net).apply`, `forward = model.apply`):
+    calling it runs the forward pass."""
+    a = ctx.analysis
+    if isinstance(func, ast.Name):
+        b = a.resolve(func.id, ctx.scope, pos(func))
+        values = [b.value] if b is not None and b.how == "assign" and b.index is None else []
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        cls = a.class_of_receiver(func.value, ctx.scope)
+        values = [b.value for b in cls.attrs.get(func.attr, ()) if b.index is None] if cls is not None else []
+    else:
+        return False
+    return bool(values) and all(isinstance(v, ast.Attribute) and v.attr == "apply" and _framework(v.value, ctx) in ("linen", "haiku")
+                                for v in values)
 
 
 def _rebound_to_jit(func: ast.AST, ctx: Ctx) -> bool:
