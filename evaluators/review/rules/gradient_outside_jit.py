@@ -63,7 +63,7 @@ class GradientOutsideJit(Rule):
         if what is None:
             return
         if not own_step:
-            if periodic(ctx) or not_per_step(ctx, (), sync=False):
+            if periodic(ctx, sync=False) or not_per_step(ctx, (), sync=False):
                 return
             # A loop that computes gradients and carries nothing from step to step is not
             # training (a sensitivity map, a saliency loop over inputs): its one eager pass is

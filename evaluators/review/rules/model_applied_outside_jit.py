@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.flow import fed_back_calls
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.names import MODULE_BASES, NETWORK_BASES, pos
@@ -72,11 +73,12 @@ class ModelAppliedOutsideJit(Rule):
         if isinstance(func, ast.Attribute) and func.attr == "apply":
             if _framework(func.value, ctx) not in ("linen", "haiku"):
                 return
-        elif _framework(func, ctx) not in ("nnx", "equinox") and not _bound_apply(func, ctx):
+        elif (_framework(func, ctx) not in ("nnx", "equinox") and not _bound_apply(func, ctx)
+              and not _forward_method(func, ctx)):
             return
         if ctx.jit_info(func) is not None or _rebound_to_jit(func, ctx):
             return  # a compiled callable (`net.apply = jax.jit(net.apply)` earlier): one program
-        if periodic(ctx) or not_per_step(ctx, (), sync=False):
+        if periodic(ctx, sync=False) or not_per_step(ctx, (), sync=False):
             return
         # Sure where the loop steps state (training, an environment, a decoder feeding its
         # output back); a loop over a data set evaluates, where one eager pass per batch may be
@@ -129,6 +131,26 @@ def _bound_apply(func: ast.AST, ctx: Ctx) -> bool:
         return False
     return bool(values) and all(isinstance(v, ast.Attribute) and v.attr == "apply" and _framework(v.value, ctx) in ("linen", "haiku")
                                 for v in values)
+
+
+def _forward_method(func: ast.AST, ctx: Ctx) -> bool:
+    """`model.step(token, cache)`, `vae.decode(z)`: a method of an NNX or Equinox network that runs
+    its layers (helpers.runs_layers), on a network the code built or declared, defined here or
+    in another file of the reviewed tree."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in ("self", "cls")):
+        return False
+    if _framework(func.value, ctx) not in ("nnx", "equinox"):
+        return False
+    a, recv = ctx.analysis, func.value
+    cls = a.class_of_receiver(recv, ctx.scope)
+    if cls is None:
+        annotation = a.annotation_of(recv, ctx.scope)
+        cls = a.local_class(annotation) if annotation is not None else None
+    if cls is not None:
+        return helpers.runs_layers(a, cls, cls.methods.get(func.attr))
+    q = a.annotated_class(recv, ctx.scope) or a.constructor_of(recv, ctx.scope)
+    facts = a.project.function(f"{q}.{func.attr}") if q and a.project is not None else None
+    return facts is not None and facts.forward
 
 
 def _rebound_to_jit(func: ast.AST, ctx: Ctx) -> bool:

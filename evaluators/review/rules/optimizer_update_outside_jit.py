@@ -71,7 +71,7 @@ class OptimizerUpdateOutsideJit(Rule):
         elif not (node.func.attr == "apply_gradients" and any(k.arg == "grads" for k in node.keywords)):
             return
         func = f"{ast.unparse(node.func.value)[:30]}.{node.func.attr}"
-        if not own_step and (periodic(ctx) or not_per_step(ctx, (), sync=False)):
+        if not own_step and (periodic(ctx, sync=False) or not_per_step(ctx, (), sync=False)):
             return
         # Sure in a loop proven to train, or where the call replaces its own input (`u, opt_state
         # = tx.update(g, opt_state)`, `state = state.apply_gradients(grads=g)`): the optimizer

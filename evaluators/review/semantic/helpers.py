@@ -207,3 +207,30 @@ def tree_facts(a: Analysis, func: ast.AST, scope):
         return None
     typed = a.annotated_class(recv, scope)
     return a.project.function(f"{typed}.{func.attr}") if typed else None
+
+
+def runs_layers(a: Analysis, cls, fn: ast.AST) -> bool:
+    """A method of a network class, not jitted, whose own statements run the network's layers:
+    it calls `self(...)`, a submodule the class keeps (`self.decoder(x)`, an attribute assigned
+    in a method, not a method itself), or the items of a list of them (`for layer in self.layers:
+    x = layer(x)`). `model.step(token, cache)`, `model.generate(...)`, `vae.decode(z)` are such
+    forward passes; `model.num_params()` is not."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn in a.jitted_defs or fn.name.startswith("__"):
+        return False
+    memo = a.memo.setdefault("runs_layers", {})
+    if fn not in memo:
+        kept = {name for name in cls.attrs if name not in cls.methods}
+        layers: set[str] = set()  # loop names over a kept list (`for layer in self.layers`)
+        for n in ast.walk(fn):
+            if (isinstance(n, ast.For) and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Attribute)
+                    and _self_attr(n.iter) in kept):
+                layers.add(n.target.id)
+        memo[fn] = any(isinstance(c.func, ast.Name) and (c.func.id == "self" or c.func.id in layers)
+                       or _self_attr(c.func) in kept for c in own_calls(fn, a))
+    return memo[fn]
+
+
+def _self_attr(expr: ast.AST) -> str | None:
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None

@@ -116,11 +116,12 @@ def cpu_device_block(node: ast.With) -> bool:
     return False
 
 
-def periodic(ctx: Walk) -> bool:
+def periodic(ctx: Walk, sync: bool = True) -> bool:
     """A sync that is not a per-step cost to fix: inside `if step % N == 0:` within the innermost
     loop, in an outer (epoch) loop whose body runs the steps in a nested loop, part of an
     assertion (`assert ...`, `self.assertEqual(...)`, which must read the value) or of a `raise`,
-    or after the iteration already waited (`block_until_ready`, an earlier host read)."""
+    or (only for a sync, `sync`) after the iteration already waited (`block_until_ready`, an
+    earlier host read): a wait makes a second wait free, not an eager forward pass."""
     loop = ctx.loops[-1] if ctx.loops else None
     if loop is not None and _runs_steps_inside(ctx, loop):
         return True
@@ -133,7 +134,7 @@ def periodic(ctx: Walk) -> bool:
             return True
     if under_periodic_guard(ctx):
         return True
-    return waited_before(ctx, loop)
+    return sync and waited_before(ctx, loop)
 
 def not_per_step(ctx: Walk, words: tuple[str, ...] = (), sync: bool = True) -> bool:
     """The loop around a per-iteration cost is not a hot loop: it runs a handful of times (all

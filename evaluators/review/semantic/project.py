@@ -37,6 +37,7 @@ class FunctionFacts:
     grad_decorated: str | None = None  # `@jax.value_and_grad` on it and no jit: calls take gradients eagerly
     # Parameters its body turns into host values (`float(loss)`), with how, and its signature
     # (helpers.signature): a call handing it device arrays reads them on the host (JM101).
+    forward: bool = False  # a network class's method that runs its layers (helpers.runs_layers)
     converts: tuple[tuple[str, str], ...] = ()
     signature: tuple[tuple[str, ...], str | None] = ((), None)
 
@@ -232,6 +233,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 # A method that reads its arguments on the host (`self.log_loss(loss)` in a subclass).
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, converts=tuple(converted.items()),
                                                        signature=helpers.signature(m))
+            elif cls.network and helpers.runs_layers(a, cls, m):
+                # `model.step(token, cache)` through a typed receiver in another file: a forward pass.
+                out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, forward=True)
             elif m in a.jitted_defs:
                 # `@partial(jax.jit, ...)` on a method: a call through a typed receiver in another
                 # file (`agent: DrQAgent` ... `agent.update(batch)`) dispatches compiled work.
