@@ -1,8 +1,9 @@
 """JM102 print-array-in-loop
 
 What it does
-    Flags `print`, logging calls, `str`/`repr`/`format` and f-strings that format a JAX array
-    inside an eagerly running Python loop.
+    Flags `print`, logging calls, `str`/`repr`/`format`, f-strings and a tqdm bar's postfix or
+    description (`bar.set_postfix(loss=loss)`, which tqdm formats with `str`) that format a JAX
+    array inside an eagerly running Python loop.
 
     Sure only in a loop the semantic model proves trains (a step that replaces its own state and
     takes gradients or applies an optimizer) on a value it proves is a device array: the loss
@@ -39,6 +40,8 @@ from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 FORMATTERS = frozenset({"print", "str", "repr", "format"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "error", "critical", "exception", "log", "write"})
+# A tqdm progress bar's text: it formats what it is handed with str() (a dict's values too).
+PROGRESS_TEXT = frozenset({"set_postfix", "set_postfix_str", "set_description", "set_description_str"})
 
 
 class PrintArrayInLoop(Rule):
@@ -58,6 +61,10 @@ class PrintArrayInLoop(Rule):
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
         elif builtin_name(ctx, node.func) in FORMATTERS or self._is_log(node.func, ctx):
             values = [*node.args, *(kw.value for kw in node.keywords)]
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in PROGRESS_TEXT:
+            # `bar.set_postfix({"loss": loss})`, `bar.set_postfix(loss=loss)`
+            values = [*node.args, *(kw.value for kw in node.keywords),
+                      *(v for a in node.args if isinstance(a, ast.Dict) for v in a.values)]
         else:
             return
         for value in values:
