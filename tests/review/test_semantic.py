@@ -489,3 +489,37 @@ def test_step_made_by_a_method_factory_is_jitted_and_trains():
     source = (fixtures / "bad_step_made_by_a_method_factory.py").read_text(encoding="utf-8")
     found = engine.check_source(source, "bad.py", [registry.by_code()["JM101"]], lambda c: "", None, None)
     assert [(f.line, f.proven) for f in found] == [(22, True)]
+
+
+def test_network_of_another_file_applied_through_a_partial(tmp_path):
+    """`infer = partial(GPT(cfg).apply, params)` where GPT is a Linen Module of another file of the
+    tree, and this file never names its framework: JM307 still reviews it (no text prefilter)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "model.py").write_text(textwrap.dedent("""
+        import flax.linen as nn
+
+        class GPT(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.Dense(8)(x)
+    """))
+    infer = textwrap.dedent("""
+        from functools import partial
+
+        import jax.numpy as jnp
+
+        from pkg.model import GPT
+
+        def generate(cfg, params, x, n):
+            infer_fn = partial(GPT(cfg).apply, params)
+            for _ in range(n):
+                logits = infer_fn(x)
+                x = jnp.concatenate([x, jnp.argmax(logits, -1)], axis=1)
+            return x
+    """)
+    (pkg / "infer.py").write_text(infer)
+    project = Project.of_paths([str(tmp_path)], [str(pkg / "model.py"), str(pkg / "infer.py")])
+    found = engine.check_source(infer, str(pkg / "infer.py"), [registry.by_code()["JM307"]], lambda c: "", None, project)
+    assert [f.line for f in found] == [11]

@@ -60,7 +60,8 @@ class ModelAppliedOutsideJit(Rule):
     fix = "Jit the forward pass once, outside the loop (`jax.jit`, `nnx.jit` or `eqx.filter_jit`), and call that in the loop."
     node_types = (ast.Call,)
     only_in_host_loops = True
-    requires = ("flax", "haiku", "equinox")
+    # No text prefilter: a network class of another file of the tree is called without the file
+    # naming its framework (`from .model import GPT`); the check runs only in host loops.
     # Its 10 wrong sure findings on 12k's first run had two causes, both fixed with a fixture
     # (JM307/clean_apply_rejitted_and_rngs): `net.apply` re-bound to its jitted version, and
     # `nnx.Rngs` read as a layer. The record restarts with the next reading.
@@ -92,8 +93,11 @@ def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
     to one (`model = GPT(cfg)` of a local Module class, `net = hk.transform(f)`), or `self.x`
     set so in a method of the class."""
     a = ctx.analysis
-    if isinstance(expr, ast.Call):  # `hk.without_apply_rng(hk.transform(f))`, made in place
-        return _maker_framework(a.qualname(expr.func))
+    if isinstance(expr, ast.Call):  # `hk.without_apply_rng(hk.transform(f))`, `GPT(cfg)`, made in place
+        local = a.local_class(expr.func)
+        if local is not None:
+            return local.framework if local.network else None
+        return _class_framework(a.qualname(expr.func), ctx)
     if isinstance(expr, ast.Name) and expr.id not in ("self", "cls"):
         cls = a.class_of_receiver(expr, ctx.scope)
         if cls is None:
@@ -118,8 +122,8 @@ def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
 
 def _bound_apply(func: ast.AST, ctx: Ctx) -> bool:
     """`forward(params, x)` or `self.forward(params, x)` where the name (or attribute) was bound to
-    a network's `apply` (`self.forward = hk.without_apply_rng(net).apply`, `forward = model.apply`):
-    calling it runs the forward pass."""
+    a network's `apply` (`self.forward = hk.without_apply_rng(net).apply`, `forward = model.apply`,
+    `infer = partial(GPT(cfg).apply, params)`): calling it runs the forward pass."""
     a = ctx.analysis
     if isinstance(func, ast.Name):
         b = a.resolve(func.id, ctx.scope, pos(func))
@@ -129,8 +133,14 @@ def _bound_apply(func: ast.AST, ctx: Ctx) -> bool:
         values = [b.value for b in cls.attrs.get(func.attr, ()) if b.index is None] if cls is not None else []
     else:
         return False
-    return bool(values) and all(isinstance(v, ast.Attribute) and v.attr == "apply" and _framework(v.value, ctx) in ("linen", "haiku")
-                                for v in values)
+    return bool(values) and all(_an_apply(v, ctx) for v in values)
+
+
+def _an_apply(v: ast.AST | None, ctx: Ctx) -> bool:
+    """`net.apply` of a Linen or Haiku network, or `functools.partial(net.apply, params, ...)`."""
+    if isinstance(v, ast.Call) and ctx.qualname(v.func) == "functools.partial" and v.args:
+        v = v.args[0]
+    return isinstance(v, ast.Attribute) and v.attr == "apply" and _framework(v.value, ctx) in ("linen", "haiku")
 
 
 def _forward_method(func: ast.AST, ctx: Ctx) -> bool:
