@@ -242,32 +242,39 @@ class TimingWithoutBlockUntilReady(Rule):
 
     def _scan(self, stmts: list[ast.AST], ctx: Ctx) -> tuple[bool, bool, list[str]]:
         """One pass: does JAX work run, does anything wait for it, which jitted functions are called."""
-        runs = waited = False
+        runs = pending = False
         jitted: list[str] = []
         # A wait that runs every N steps of a loop in the region (`if step % 100 == 0: log(loss)`)
         # leaves the steps after the last one it saw queued when the clock stops.
         sometimes = self._periodic_parts(stmts, ctx)
         for stmt in stmts:
+            # Statement by statement: work queued after the last wait is still running when the
+            # clock stops (`reset = env.reset(...)`, a wait, then `buffer = collect(...)`, jitted).
+            st_runs = st_jitted = st_waits = False
             for n in ast.walk(stmt):
-                if isinstance(n, ast.FormattedValue) and not waited and ctx.kind(n.value) == "jax" \
-                        and n not in sometimes:
-                    waited = True
+                if isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax" and n not in sometimes:
+                    st_waits = True
                 if not isinstance(n, ast.Call):
                     continue
                 if ctx.jit_info(n.func) is not None:
                     jitted.append(dotted(n.func) or "function")
-                    runs = True
-                elif not runs and ctx.kind(n) == "jax":
-                    runs = True
-                if not waited and n not in sometimes and (
+                    st_runs = st_jitted = True
+                elif not st_runs and ctx.kind(n) == "jax":
+                    st_runs = True
+                if not st_waits and n not in sometimes and (
                         is_sync(ctx, n) and not self._prints_only_time(n, ctx)
                         or self._may_wait(n, ctx) or self._local_waits(n, ctx) or hands_to_converter(ctx, n)):
-                    waited = True
+                    st_waits = True
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) and self._opaque(stmt.value, ctx):
                 # A result from code the reviewer cannot see (`result = service.generate(reqs)`)
                 # may well be host data it waited for; not flagging is the safe side.
-                waited = True
-        return runs, waited, jitted
+                st_waits = True
+            # A statement that both runs and waits (`print(float(step(x)))`, a loop that reads its
+            # results) ends having waited. After a wait, only a compiled call counts as work left
+            # running: a few eager operations on its results (`x[0]` of each metric) cost nothing.
+            pending = False if st_waits else (pending or st_jitted or (st_runs and not runs))
+            runs = runs or st_runs
+        return runs, not pending, jitted
 
     @staticmethod
     def _periodic_parts(stmts: list[ast.AST], ctx: Ctx) -> set[ast.AST]:
