@@ -113,35 +113,37 @@ def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
         i = max(k for k, n in enumerate(stack) if n is loop)
     except ValueError:
         return False
-    for parent, child in zip(stack[i:], stack[i + 1:]):
-        if isinstance(parent, ast.If) and child is not parent.test and reads_condition(ctx, parent.test):
-            return True  # in a branch of `if nbrs.did_buffer_overflow:` - the test already waited
+    # From the innermost block outwards: the nearest earlier event decides. A wait after which
+    # nothing was queued covers this read; work queued after the last wait (a jitted update in
+    # the same branch, after the loop's earlier host reads) is what this read waits for.
+    for parent, child in reversed(list(zip(stack[i:], stack[i + 1:]))):
         for name in ("body", "orelse", "finalbody"):
             block = getattr(parent, name, None)
             if isinstance(block, list) and child in block:
                 earlier = block[:block.index(child)]
                 if isinstance(parent, ast.Try) and name != "body":
                     earlier = [*parent.body, *earlier]  # `else:` runs after the whole `try:` body
-                if _waits_last(ctx, earlier):
-                    return True
+                last = _last_event(ctx, earlier)
+                if last is not None:
+                    return last == "wait"
+        if isinstance(parent, ast.If) and child is not parent.test and reads_condition(ctx, parent.test):
+            return True  # in a branch of `if nbrs.did_buffer_overflow:`: the test already waited
     return False
 
 
-def _waits_last(ctx: Walk, stmts: list[ast.stmt]) -> bool:
-    """These statements, run in order on every iteration, end having waited for the device: a
-    wait after which no new device work was queued. A branch that runs every N steps waits on
-    those steps only, so it does not count."""
-    waited = False
-    for stmt in stmts:
+def _last_event(ctx: Walk, stmts: list[ast.stmt]) -> str | None:
+    """"wait" or "queue": what the last of these statements that waits for the device or queues
+    device work does (a statement that does both ends having waited); None when none does."""
+    for stmt in reversed(stmts):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         if isinstance(stmt, ast.If) and periodic_guard(stmt, None, ctx.analysis, ctx.scope):
             continue
         if waits(ctx, stmt):
-            waited = True
-        elif _queues(ctx, stmt):
-            waited = False
-    return waited
+            return "wait"
+        if _queues(ctx, stmt):
+            return "queue"
+    return None
 
 
 def _queues(ctx: Walk, stmt: ast.stmt) -> bool:
