@@ -60,12 +60,14 @@ class JitCreatedInLoop(Rule):
     call_fix = "Build the jitted function once (in `__init__`, at module level, or cached) and call it here."
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
-        if loops.benchmark_function(ctx.scope, ctx.analysis) or ctx.scope.traced:
+        if ctx.scope.traced:
+            return
+        made = ctx.analysis.jit_from_call(node, ctx.scope) if isinstance(node, ast.Call) else None
+        if isinstance(node, ast.Call) and made is None:
+            return  # most calls make no jitted function: the cheap test first
+        if loops.benchmark_function(ctx.scope, ctx.analysis):
             return  # a benchmark loop that makes a new function each time measures exactly that
         if isinstance(node, ast.Call):
-            made = ctx.analysis.jit_from_call(node, ctx.scope)
-            if made is None:
-                return
             parent = ctx.parent
             if isinstance(parent, ast.Attribute) and parent.attr in AOT:
                 return  # jax.jit(f).lower(...): ahead-of-time compilation, one per shape, on purpose
