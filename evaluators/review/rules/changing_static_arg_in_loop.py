@@ -10,7 +10,10 @@ What it does
     passes each leaf too, so every new leaf shape compiles regardless. Nor where the argument
     takes a few values again and again: bound by an inner loop of a few literal iterations
     (`for i in range(num_viz)` with `num_viz = 3`) inside another loop, it compiles once per
-    value in the first outer iteration and hits the cache from then on.
+    value in the first outer iteration and hits the cache from then on. Nor where the argument
+    is bound by an outer loop and the call runs in an inner one (constant across the iterations
+    that run it), nor in a timed sweep over configurations (the loop reads a clock and waits with
+    `block_until_ready`: each value's compilation is warmed up or measured on purpose).
 
 Why is this bad
     Static arguments are part of the compilation cache key: every new value compiles the
@@ -70,6 +73,10 @@ class ChangingStaticArgInLoop(Rule):
             if loop is not None:
                 if ctx.loops.index(loop) > 0 and loops.small_loop(loop, ctx.analysis, ctx.scope):
                     continue  # a few values, repeated by the outer loop: compiled once each, then cached
+                if loop is not ctx.loops[-1]:
+                    continue  # constant across the inner loop that runs the call: compiled once per outer value
+                if _measures(loop, ctx):
+                    continue  # a timed sweep over configurations: one compilation per value is what it measures
                 if param is not None and _sets_shape(info, param, ctx):
                     return  # `jnp.zeros(n_blocks)` with n_blocks from it: one compile per value is inherent
                 if any(_leaf_per_iteration(o, ctx) for o in others):
@@ -77,6 +84,18 @@ class ChangingStaticArgInLoop(Rule):
                 func = ast.unparse(node.func)
                 ctx.report(self, arg, arg=arg.id, func=func)
                 return
+
+
+def _measures(loop: ast.AST, ctx: Ctx) -> bool:
+    """The loop's body times its work (reads a clock) and waits for it (`block_until_ready`): a
+    benchmark sweep, where each configuration's compilation is warmed up or measured on purpose."""
+    clock = wait = False
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Call):
+            q = ctx.qualname(n.func) or ""
+            clock |= q in ("time.time", "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "timeit.timeit")
+            wait |= q == "jax.block_until_ready" or isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready"
+    return clock and wait
 
 
 SHAPE_FUNCS = frozenset({
