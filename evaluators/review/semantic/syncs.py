@@ -113,6 +113,8 @@ def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
         i = max(k for k, n in enumerate(stack) if n is loop)
     except ValueError:
         return False
+    if _read_earlier_in_statement(ctx, stack[i + 1:]):
+        return True
     # From the innermost block outwards: the nearest earlier event decides. A wait after which
     # nothing was queued covers this read; work queued after the last wait (a jitted update in
     # the same branch, after the loop's earlier host reads) is what this read waits for.
@@ -128,6 +130,23 @@ def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
                     return last == "wait"
         if isinstance(parent, ast.If) and child is not parent.test and reads_condition(ctx, parent.test):
             return True  # in a branch of `if nbrs.did_buffer_overflow:`: the test already waited
+    return False
+
+
+def _read_earlier_in_statement(ctx: Walk, path: list[ast.AST]) -> bool:
+    """`{"loss": float(loss), "acc": float(acc)}`: an earlier host read in the same statement
+    already waited for the device; the reads after it copy values but stall nothing."""
+    stmt = next((n for n in reversed(path) if isinstance(n, ast.stmt)), None)
+    node = path[-1] if path else None
+    if stmt is None or node is None or node is stmt or isinstance(stmt, (ast.For, ast.While, ast.If, ast.With, ast.Try)):
+        return False
+    here = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+    ancestors = {id(n) for n in path}
+    for n in ast.walk(stmt):
+        if (isinstance(n, ast.Call) and id(n) not in ancestors
+                and (n.lineno, n.col_offset) < here and n.end_lineno is not None
+                and (n.end_lineno, n.end_col_offset) <= here and waits(ctx, n, 1)):
+            return True
     return False
 
 
