@@ -120,7 +120,11 @@ class JitCreatedInLoop(Rule):
         function a loop calls, one a host loop calls every step)."""
         scope = ctx.scope
         fn = scope.node
-        if ctx.loops or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or scope.has_loops:
+        if ctx.loops or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        # A function with loops of its own is a driver: it builds once and runs the steps, unless
+        # a loop calls the driver itself (an evaluator's method run at every evaluation).
+        if scope.has_loops and not _method_called_in_loop(fn, scope, ctx):
             return False
         if name is not None:
             used = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
@@ -249,3 +253,41 @@ def _short(maker: str) -> str:
 
 
 RULE = JitCreatedInLoop()
+
+
+def _method_called_in_loop(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope, ctx: Ctx) -> bool:
+    """A method of this module's class called in a loop of this module on a receiver known to be an
+    instance of that class: `self.evaluator.unroll(cfg)` where the class declares `evaluator:
+    StandardEvaluator` or sets it from `StandardEvaluator(...)`, or `ev.unroll(cfg)` for `ev` made so."""
+    a = ctx.analysis
+    cls = a.enclosing_class(scope)
+    if cls is None or cls.methods.get(fn.name) is not fn:
+        return False
+    for call, _loop, s, _guarded in a.loop_calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == fn.name):
+            continue
+        recv = func.value
+        if isinstance(recv, ast.Name) and a.class_of_receiver(recv, s) is cls:
+            return True
+        if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
+            owner = a.enclosing_class(s)
+            if owner is not None and _attr_class(owner, recv.attr, a) is cls:
+                return True
+    return False
+
+
+def _attr_class(owner, attr: str, a):
+    """The class of this module that `self.<attr>` of `owner` holds: declared in the class body
+    (`evaluator: StandardEvaluator`) or assigned from a call of the class."""
+    for stmt in owner.node.body:
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == attr):
+            found = a.local_class(stmt.annotation)
+            if found is not None:
+                return found
+    for b in owner.attrs.get(attr, ()):
+        if isinstance(b.value, ast.Call):
+            found = a.local_class(b.value.func)
+            if found is not None:
+                return found
+    return None
