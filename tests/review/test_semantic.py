@@ -524,3 +524,25 @@ def test_network_of_another_file_applied_through_a_partial(tmp_path):
     project = Project.of_paths([str(tmp_path)], [str(pkg / "model.py"), str(pkg / "infer.py")])
     found = engine.check_source(infer, str(pkg / "infer.py"), [registry.by_code()["JM307"]], lambda c: "", None, project)
     assert [f.line for f in found] == [11]
+
+
+def test_modules_imported_through_a_utility_module_of_the_tree(tmp_path):
+    """`from pkg.common import jax, functools` where pkg/common.py does `import jax`: the names are
+    the modules themselves, so `functools.partial(jax.pmap)` is a pmap decorator. Names the utility
+    module defines itself stay its own."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "common.py").write_text("import functools\nimport jax\nimport jax.numpy as jnp\n\ndef helper(x):\n    return x\n")
+    main = textwrap.dedent("""
+        from pkg.common import functools, jax, jnp, helper
+
+        @functools.partial(jax.pmap, axis_name="d")
+        def step(x):
+            return jnp.tanh(x)
+    """)
+    (pkg / "main.py").write_text(main)
+    project = Project.of_paths([str(tmp_path)], [str(pkg / "common.py"), str(pkg / "main.py")])
+    a = semantic.build(ast.parse(main), main.splitlines(), module="pkg.main", project=project)
+    assert [fn.name for fn in a.jitted_defs] == ["step"]
+    assert a.aliases["jnp"] == "jax.numpy" and a.aliases["helper"] == "pkg.common.helper"

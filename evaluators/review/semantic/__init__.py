@@ -106,7 +106,9 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
         elif isinstance(node, ast.ImportFrom):
             base = absolute_module(node, module)
             for alias in node.names if base else ():
-                a.aliases.setdefault(alias.asname or alias.name, f"{base}.{alias.name}")
+                # `from .utils import jax, jnp` where utils imports them: the modules themselves.
+                target = project.reexport(base, alias.name) if project is not None else None
+                a.aliases.setdefault(alias.asname or alias.name, target or f"{base}.{alias.name}")
     for node in tree.body:
         # Module-level aliases: `jit = jax.jit`, `np_ = numpy`: resolve through them too.
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

@@ -96,7 +96,10 @@ class _Builder(JitBindings):
         for alias in node.names:
             name = alias.asname or alias.name
             if base:
-                self.a.aliases[name] = f"{base}.{alias.name}"
+                # `from .utils import jax, jnp` where utils imports them: the modules themselves.
+                project = self.a.project
+                target = project.reexport(base, alias.name) if project is not None else None
+                self.a.aliases[name] = target or f"{base}.{alias.name}"
             self.scope.bind(Binding(name, "import", pos(node), node))
         if base and not node.level and base.split(".")[0] == "jax" and self.a.imports_jax_line is None:
             self.a.imports_jax_line = node.lineno

@@ -61,6 +61,7 @@ class Project:
         self._tainted: set[str] = set()  # of those, the ones that read an unfinished module
         self._due: set[str] = set()  # files this process will still review: only theirs are kept
         self._words: dict[str, bool] = {}
+        self._exports: dict[str, dict[str, str]] = {}  # module -> name it re-exports -> what it is
         self._real: dict[str, str] = {}  # a path as given -> resolved (each resolve() is a few lstat calls)
         self._suffix: dict[str, str | None] = {}
         self._packages: dict[str, bool] = {}
@@ -133,6 +134,17 @@ class Project:
                 self._words[module] = False
         return self._words[module]
 
+    def reexport(self, dotted: str, name: str) -> str | None:
+        """What `from <dotted> import <name>` binds when that module of the tree imported `name`
+        itself at top level (`from .common_utils import jax, jnp, functools`, where common_utils
+        does `import jax` and `import jax.numpy as jnp`): the absolute name, else None."""
+        module = self._module_for(dotted)
+        if module is None:
+            return None
+        if module not in self._exports:
+            self._exports[module] = _top_level_imports(self.files[module], module)
+        return self._exports[module].get(name)
+
     def expect(self, paths: list[str]) -> None:
         """This process will review `paths`: a tree parsed for their facts is worth keeping (one
         reviewed already, or by another worker, would be kept for nothing)."""
@@ -190,6 +202,30 @@ class Project:
             self._tainted.update(self._building)
         facts = self._facts[found]
         return facts.get(name) if facts else None
+
+
+def _top_level_imports(path: str, module: str) -> dict[str, str]:
+    """Names a module binds by its own top-level imports, to the absolute names they stand for."""
+    from jaxmem.evaluators.review.semantic.names import absolute_module
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES)
+        if b"import" not in raw:
+            return {}
+        tree = ast.parse(raw.decode("utf-8", "replace"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                out[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_module(node, module)
+            for alias in node.names if base else ():
+                out[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return out
 
 
 def _module_facts(path: str, module: str, project: Project) -> dict[str, FunctionFacts] | None:
