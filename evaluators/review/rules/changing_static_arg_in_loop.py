@@ -39,6 +39,7 @@ import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.clocks import TIMERS
 from jaxmem.evaluators.review.semantic.loops import enclosing_loop_of
 
 
@@ -93,7 +94,7 @@ def _measures(loop: ast.AST, ctx: Ctx) -> bool:
     for n in ast.walk(loop):
         if isinstance(n, ast.Call):
             q = ctx.qualname(n.func) or ""
-            clock |= q in ("time.time", "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "timeit.timeit")
+            clock |= q in TIMERS or q == "timeit.timeit"
             wait |= q == "jax.block_until_ready" or isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready"
     return clock and wait
 

@@ -272,22 +272,16 @@ def _method_called_in_loop(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope, ct
             return True
         if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
             owner = a.enclosing_class(s)
-            if owner is not None and _attr_class(owner, recv.attr, a) is cls:
+            if owner is not None and cls in _attr_classes(owner, recv, s, a):
                 return True
     return False
 
 
-def _attr_class(owner, attr: str, a):
-    """The class of this module that `self.<attr>` of `owner` holds: declared in the class body
-    (`evaluator: StandardEvaluator`) or assigned from a call of the class."""
+def _attr_classes(owner, attr: ast.Attribute, scope, a):
+    """The classes of this module that `self.<attr>` of `owner` holds: declared in the class body
+    (`evaluator: StandardEvaluator`) or assigned from a call of the class (`attr_makers`)."""
     for stmt in owner.node.body:
-        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == attr):
-            found = a.local_class(stmt.annotation)
-            if found is not None:
-                return found
-    for b in owner.attrs.get(attr, ()):
-        if isinstance(b.value, ast.Call):
-            found = a.local_class(b.value.func)
-            if found is not None:
-                return found
-    return None
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == attr.attr:
+            yield a.local_class(stmt.annotation)
+    for call in a.attr_makers(attr, scope):
+        yield a.local_class(call.func)

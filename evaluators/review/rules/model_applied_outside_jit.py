@@ -158,8 +158,7 @@ def _forward_method(func: ast.AST, ctx: Ctx) -> bool:
         cls = a.local_class(annotation) if annotation is not None else None
     if cls is not None:
         return helpers.runs_layers(a, cls, cls.methods.get(func.attr))
-    q = a.annotated_class(recv, ctx.scope) or a.constructor_of(recv, ctx.scope)
-    facts = a.project.function(f"{q}.{func.attr}") if q and a.project is not None else None
+    facts = helpers.tree_facts(a, func, ctx.scope)  # a class of another file: its method's facts
     return facts is not None and facts.forward
 
 

@@ -27,7 +27,7 @@ from jaxmem.evaluators.review.semantic.builder import _Builder
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.kinds import own_returns
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import absolute_module, pos
+from jaxmem.evaluators.review.semantic.names import absolute_module, import_bindings, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 from jaxmem.evaluators.review.semantic.traced import functions_in, mark_traced
 
@@ -99,16 +99,8 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
     # Imports first: decorators and assignments below may refer to names imported later in
     # the walk order (imports inside functions, or after use in a notebook cell).
     for node in _top_level(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                a.aliases.setdefault(alias.asname or alias.name.split(".")[0],
-                                     alias.name if alias.asname else alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom):
-            base = absolute_module(node, module)
-            for alias in node.names if base else ():
-                # `from .utils import jax, jnp` where utils imports them: the modules themselves.
-                target = project.reexport(base, alias.name) if project is not None else None
-                a.aliases.setdefault(alias.asname or alias.name, target or f"{base}.{alias.name}")
+        for name, target in import_bindings(node, module, a.from_import):
+            a.aliases.setdefault(name, target)
     for node in tree.body:
         # Module-level aliases: `jit = jax.jit`, `np_ = numpy`: resolve through them too.
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

@@ -96,10 +96,7 @@ class _Builder(JitBindings):
         for alias in node.names:
             name = alias.asname or alias.name
             if base:
-                # `from .utils import jax, jnp` where utils imports them: the modules themselves.
-                project = self.a.project
-                target = project.reexport(base, alias.name) if project is not None else None
-                self.a.aliases[name] = target or f"{base}.{alias.name}"
+                self.a.aliases[name] = self.a.from_import(base, alias.name)
             self.scope.bind(Binding(name, "import", pos(node), node))
         if base and not node.level and base.split(".")[0] == "jax" and self.a.imports_jax_line is None:
             self.a.imports_jax_line = node.lineno

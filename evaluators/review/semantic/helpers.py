@@ -142,7 +142,12 @@ def own_calls(fn: ast.AST, a: Analysis | None = None):
     if scope is not None:
         yield from scope.calls
         return
-    stack = list(fn.body)
+    yield from calls_in(fn.body)
+
+
+def calls_in(roots: list[ast.AST]):
+    """The calls in these statements, outside functions and classes defined in them."""
+    stack = list(roots)
     while stack:
         n = stack.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):

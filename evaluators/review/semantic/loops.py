@@ -10,6 +10,7 @@ import re
 
 from jaxmem.evaluators.review.semantic.branches import short_under_guard, under_periodic_guard
 from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls
+from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import (
     COMPREHENSIONS,
@@ -187,22 +188,10 @@ def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
 PLOT_METHODS = frozenset({"imshow", "plot", "scatter", "contour", "contourf", "pcolormesh", "hist", "bar",
                           "set_title", "cla", "clf", "pause", "draw", "savefig", "matshow", "quiver"})
 
-def _own_calls(roots: list[ast.AST]):
-    """The calls in these statements, outside functions and classes defined in them."""
-    stack = list(roots)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(n, ast.Call):
-            yield n
-        stack.extend(ast.iter_child_nodes(n))
-
-
 def _draws(ctx: Walk, roots: list[ast.AST]) -> bool:
     """A call into matplotlib (`plt.imshow`, `ax.set_title(...)`) in these statements, outside
     nested functions: the iteration renders, a host-side cost far above one device read."""
-    for n in _own_calls(roots):
+    for n in calls_in(roots):
         q = ctx.analysis.qualname(n.func) or ""
         if q.startswith("matplotlib.") or (isinstance(n.func, ast.Attribute) and n.func.attr in PLOT_METHODS
                                            and not q.startswith(("jax.", "numpy."))):
@@ -217,7 +206,7 @@ def _chunked(ctx: Walk, loop: ast.AST) -> bool:
         return False
     memo = ctx.memo.setdefault("chunked", {})
     if loop not in memo:
-        memo[loop] = any(ctx.analysis.qualname(n.func) in EAGER_LOOPS for n in _own_calls(loop.body))
+        memo[loop] = any(ctx.analysis.qualname(n.func) in EAGER_LOOPS for n in calls_in(loop.body))
     return memo[loop]
 
 

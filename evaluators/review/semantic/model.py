@@ -188,6 +188,12 @@ class Analysis(CallablesMixin, KindsMixin):
                 return cls
         return None
 
+    def from_import(self, base: str, name: str) -> str:
+        """What `from base import name` binds: `base.name`, or, where `base` is a module of the
+        reviewed tree that imported `name` itself (`from .utils import jax, jnp`), that module."""
+        target = self.project.reexport(base, name) if self.project is not None else None
+        return target or f"{base}.{name}"
+
     def enclosing_class(self, scope: Scope) -> ClassInfo | None:
         """The class whose method (or a function nested in one) `scope` is."""
         s: Scope | None = scope

@@ -195,3 +195,16 @@ def absolute_module(node: ast.ImportFrom, module: str | None) -> str | None:
     if node.module:
         base.append(node.module)
     return ".".join(base) or None
+
+
+def import_bindings(node: ast.AST, module: str | None, resolve=None):
+    """(name, absolute name) for each name an `import` or `from ... import` statement binds;
+    `resolve(base, name)` gives the target of `from base import name` (default `base.name`)."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            yield alias.asname or top, alias.name if alias.asname else top
+    elif isinstance(node, ast.ImportFrom):
+        base = absolute_module(node, module)
+        for alias in node.names if base else ():
+            yield alias.asname or alias.name, resolve(base, alias.name) if resolve else f"{base}.{alias.name}"

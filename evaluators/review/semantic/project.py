@@ -35,9 +35,9 @@ class FunctionFacts:
     network: str | None = None  # a network class (a framework Module subclass): its framework
     loads: bool = False  # reads arrays from a file (loads.py): its results are data sets or weights
     grad_decorated: str | None = None  # `@jax.value_and_grad` on it and no jit: calls take gradients eagerly
+    forward: bool = False  # a network class's method that runs its layers (helpers.runs_layers)
     # Parameters its body turns into host values (`float(loss)`), with how, and its signature
     # (helpers.signature): a call handing it device arrays reads them on the host (JM101).
-    forward: bool = False  # a network class's method that runs its layers (helpers.runs_layers)
     converts: tuple[tuple[str, str], ...] = ()
     signature: tuple[tuple[str, ...], str | None] = ((), None)
 
@@ -206,7 +206,7 @@ class Project:
 
 def _top_level_imports(path: str, module: str) -> dict[str, str]:
     """Names a module binds by its own top-level imports, to the absolute names they stand for."""
-    from jaxmem.evaluators.review.semantic.names import absolute_module
+    from jaxmem.evaluators.review.semantic.names import import_bindings
 
     try:
         with open(path, "rb") as fh:
@@ -216,16 +216,7 @@ def _top_level_imports(path: str, module: str) -> dict[str, str]:
         tree = ast.parse(raw.decode("utf-8", "replace"))
     except (OSError, SyntaxError, ValueError):
         return {}
-    out: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                out[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom):
-            base = absolute_module(node, module)
-            for alias in node.names if base else ():
-                out[alias.asname or alias.name] = f"{base}.{alias.name}"
-    return out
+    return {name: target for node in tree.body for name, target in import_bindings(node, module)}
 
 
 def _module_facts(path: str, module: str, project: Project) -> dict[str, FunctionFacts] | None:
