@@ -483,6 +483,19 @@ def test_item_write_into_numpy_array_is_a_proven_read_only_in_training():
     assert engine.check_source(clean, "clean.py", rule, lambda c: "", None, None) == []
 
 
+def test_a_stop_check_is_never_proven_and_frees_the_other_reads_of_its_loop():
+    """`if float(loss) < tol: break` decides whether the loop goes on: a read the algorithm needs,
+    reported but never proven; the same loop's other reads stall nothing more. A stop test that
+    runs every N steps, or on the step counter the host could keep, frees nothing."""
+    fixtures = Path(__file__).parent / "fixtures" / "JM101"
+    rule = [registry.by_code()["JM101"]]
+    bad = (fixtures / "bad_stop_check_only_every_n_steps.py").read_text(encoding="utf-8")
+    found = engine.check_source(bad, "bad.py", rule, lambda c: "", None, None)
+    assert [(f.line, f.proven) for f in found] == [(24, True), (37, False)]
+    clean = (fixtures / "clean_reads_beside_a_stop_check.py").read_text(encoding="utf-8")
+    assert engine.check_source(clean, "clean.py", rule, lambda c: "", None, None) == []
+
+
 def test_step_made_by_a_method_factory_is_jitted_and_trains():
     """`state, step = self.state, self.get_train_step()` where the method, defined further down,
     returns one of its jitted defs: `step` is that jitted callable, and the loop around it trains."""

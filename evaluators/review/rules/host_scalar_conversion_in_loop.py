@@ -63,8 +63,13 @@ class HostScalarConversionInLoop(Rule):
     # Its sure findings on 12b-12i's first runs: 6 right, 4 wrong, and all 4 wrong ones on 12i were
     # one cause: reads of an action a host environment needs (in a rollout helper whose parameter
     # the model took for the converted value, and into a replay buffer after env.step); removed in
-    # the model with a fixture (118a21d, JM101/clean_action_read_for_a_host_env).
-    record_from = "unseen-2026-12j"
+    # the model with a fixture (118a21d, JM101/clean_action_read_for_a_host_env). Its proven
+    # findings on 12j-12q's first runs: 11 right, 8 wrong; 5 of the 8 were one cause, reads that
+    # decide whether the loop goes on (a convergence test, `if float(val) < tol: break`), which
+    # the model now knows as stop checks (never proven, and the loop's other reads free:
+    # semantic/syncs.stop_checks, JM101/clean_reads_beside_a_stop_check); 2 more (a read of an
+    # action for env.step, a second read in one statement) were removed before. Restarted.
+    record_from = "unseen-2026-12r"
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body):

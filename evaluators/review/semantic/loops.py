@@ -22,7 +22,12 @@ from jaxmem.evaluators.review.semantic.names import (
 )
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
-from jaxmem.evaluators.review.semantic.syncs import SYNC_METHODS, waited_before, waits_every_iteration
+from jaxmem.evaluators.review.semantic.syncs import (
+    SYNC_METHODS,
+    stopped_elsewhere,
+    waited_before,
+    waits_every_iteration,
+)
 from jaxmem.evaluators.review.semantic.training import takes_gradients
 from jaxmem.evaluators.review.semantic.walk import Walk
 
@@ -122,7 +127,9 @@ def periodic(ctx: Walk, sync: bool = True) -> bool:
     loop, in an outer (epoch) loop whose body runs the steps in a nested loop, part of an
     assertion (`assert ...`, `self.assertEqual(...)`, which must read the value) or of a `raise`,
     or (only for a sync, `sync`) after the iteration already waited (`block_until_ready`, an
-    earlier host read): a wait makes a second wait free, not an eager forward pass."""
+    earlier host read) or in a loop that waits in its stop check on every iteration (`if
+    float(val) < tol: break`; the check itself is not covered): a wait makes a second wait free,
+    not an eager forward pass."""
     loop = ctx.loops[-1] if ctx.loops else None
     if loop is not None and _runs_steps_inside(ctx, loop):
         return True
@@ -135,7 +142,7 @@ def periodic(ctx: Walk, sync: bool = True) -> bool:
             return True
     if under_periodic_guard(ctx):
         return True
-    return sync and waited_before(ctx, loop)
+    return sync and (waited_before(ctx, loop) or stopped_elsewhere(ctx, loop))
 
 def not_per_step(ctx: Walk, words: tuple[str, ...] = (), sync: bool = True) -> bool:
     """The loop around a per-iteration cost is not a hot loop: it runs a handful of times (all

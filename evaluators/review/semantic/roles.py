@@ -32,6 +32,7 @@ from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, smal
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.scopes import Scope
+from jaxmem.evaluators.review.semantic.syncs import in_stop_check
 from jaxmem.evaluators.review.semantic.training import (
     applies_gradients,
     computed_gradients,
@@ -173,7 +174,7 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
     r = enclosing_role(ctx)
     if gather and r.role == "eval":
         return None
-    if stop_check or not (r.role == "train" and r.proven):
+    if stop_check or in_stop_check(ctx, statement_loop(ctx)) or not (r.role == "train" and r.proven):
         return "possible"
     return "sure" if any(ctx.proven(v) for v in values) else "possible"
 

@@ -196,6 +196,136 @@ def waits_every_iteration(ctx: Walk, loop: ast.AST) -> bool:
         memo[loop] = _explicit_wait(ctx, list(getattr(loop, "body", None) or []), ctx.scope, 0)
     return memo[loop]
 
+
+def stop_checks(ctx: Walk, loop: ast.AST) -> frozenset[ast.AST]:
+    """What decides, on every iteration, whether the loop goes on from a device value read on
+    the host: the tests (`if float(val) < tol: break`, `while err > tol:`) and the statements
+    that read the values they test (`gnorm = float(state.error)`, `history.append(float(v))`
+    before `if converged(history[-1], gnorm): break`). Empty when there is none. Such a loop
+    cannot dispatch its next step before the device answers; tests under a periodic guard
+    (`if step % 100 == 0`) stop only every N steps, a `raise` guard is a check rather than what
+    the loop computes, and a step counter (`state.step > n`) the host could count itself."""
+    memo = ctx.memo.setdefault("stop_checks", {})
+    if loop not in memo:
+        memo[loop] = _stop_checks(ctx, loop, list(getattr(loop, "body", None) or []))
+    return memo[loop]
+
+
+def in_stop_check(ctx: Walk, loop: ast.AST | None) -> bool:
+    """The current node is (part of) one of the loop's stop checks."""
+    checks = stop_checks(ctx, loop) if loop is not None else frozenset()
+    if not checks:
+        return False
+    here = ctx.stack[-1] if ctx.stack else None
+    return getattr(here, "test", None) in checks or any(n in checks for n in ctx.stack)
+
+
+def stopped_elsewhere(ctx: Walk, loop: ast.AST | None) -> bool:
+    """The iteration waits for the device in its stop check anyway: a host read elsewhere in it
+    copies a value but stalls nothing more."""
+    return loop is not None and bool(stop_checks(ctx, loop)) and not in_stop_check(ctx, loop)
+
+
+def _stop_checks(ctx: Walk, loop: ast.AST, body: list[ast.stmt]) -> frozenset[ast.AST]:
+    tests = [loop.test] if isinstance(loop, ast.While) else []
+    tests += [stmt.test for stmt in _exit_ifs(ctx, body)]
+    if not tests:
+        return frozenset()
+    feeders = _host_reads_by_name(ctx, body)
+    out: set[ast.AST] = set()
+    for test in tests:
+        if _counter_test(ctx, test):
+            continue  # `if state.step > max_steps: return`: the host could count the steps itself
+        fed = [feeders[n.id] for n in ast.walk(test) if isinstance(n, ast.Name) and n.id in feeders]
+        if fed or reads_condition(ctx, test) or waits(ctx, test, 1):
+            out.add(test)
+            out.update(stmt for stmts in fed for stmt in stmts)
+    return frozenset(out)
+
+
+# The step count a train state carries (Flax's TrainState.step), or a step number a jitted step
+# returns: a stop test on it reads the device for a number the host loop could count itself, a
+# cost to remove rather than a need.
+STEP_COUNTERS = frozenset({"step", "global_step"})
+
+
+def _counter_test(ctx: Walk, test: ast.AST) -> bool:
+    """A test whose only device values are step counters (`state.step > n`, `state.step[0] > n`,
+    `while step < steps` with `step` returned by the jitted step)."""
+    counters = [n for n in ast.walk(test) if (isinstance(n, ast.Attribute) and n.attr in STEP_COUNTERS)
+                or (isinstance(n, ast.Name) and n.id in STEP_COUNTERS)]
+    if not counters:
+        return False
+    inside = {id(n) for c in counters for n in ast.walk(c)}
+    for n in ast.walk(test):
+        if id(n) in inside or not isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+            continue
+        if ctx.kind(n) == "jax" and not any(id(c) in inside for c in ast.walk(n)):
+            return False
+    return True
+
+
+def _exit_ifs(ctx: Walk, stmts: list[ast.stmt]) -> list[ast.If]:
+    """The `if` statements of one iteration (through if/with/try blocks, not nested loops or
+    defs, not periodic guards) whose branch leaves the loop with its result: break or return."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.If):
+            if periodic_guard(stmt, None, ctx.analysis, ctx.scope):
+                continue
+            if _leaves(stmt.body) or _leaves(stmt.orelse):
+                out.append(stmt)
+            out += _exit_ifs(ctx, [*stmt.body, *stmt.orelse])
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            out += _exit_ifs(ctx, stmt.body)
+        elif isinstance(stmt, ast.Try):
+            out += _exit_ifs(ctx, [*stmt.body, *stmt.orelse, *stmt.finalbody])
+    return out
+
+
+def _leaves(stmts: list[ast.stmt]) -> bool:
+    for stmt in stmts:
+        if isinstance(stmt, (ast.Break, ast.Return)):
+            return True  # not `raise`: a guard against NaNs is a check, not what the loop computes
+        if isinstance(stmt, ast.If) and (_leaves(stmt.body) or _leaves(stmt.orelse)):
+            return True
+        if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try)) and _leaves(stmt.body):
+            return True
+    return False
+
+
+def _host_reads_by_name(ctx: Walk, stmts: list[ast.stmt]) -> dict[str, list[ast.AST]]:
+    """Names this iteration binds to a host read (`gnorm = float(state.error)`) or appends one to
+    (`history.append(float(state.value))`), outside nested loops and defs, with the statements
+    (or calls) that do it."""
+    out: dict[str, list[ast.AST]] = {}
+    for n in _calls_and_assigns(stmts):
+        if isinstance(n, ast.Assign) and waits(ctx, n.value, 1):
+            for target in n.targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Name):
+                        out.setdefault(t.id, []).append(n)
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
+              and isinstance(n.func.value, ast.Name) and n.args and waits(ctx, n.args[0], 1)):
+            out.setdefault(n.func.value.id, []).append(n)
+    return out
+
+
+def _calls_and_assigns(stmts: list[ast.stmt]):
+    """Assignments and expression-statement calls of these statements, through if/with/try
+    blocks (not nested loops or defs)."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.Assign):
+            yield stmt
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            yield stmt.value
+        elif isinstance(stmt, ast.If):
+            yield from _calls_and_assigns([*stmt.body, *stmt.orelse])
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            yield from _calls_and_assigns(stmt.body)
+        elif isinstance(stmt, ast.Try):
+            yield from _calls_and_assigns([*stmt.body, *stmt.orelse, *stmt.finalbody])
+
 def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
     a = ctx.analysis
     stack = list(roots)
