@@ -496,6 +496,39 @@ def test_a_stop_check_is_never_proven_and_frees_the_other_reads_of_its_loop():
     assert engine.check_source(clean, "clean.py", rule, lambda c: "", None, None) == []
 
 
+def test_a_stop_check_follows_host_values_through_the_names_computed_from_them():
+    """Reduced from a stability run: `d = jax.device_get(diag(state))`, then `ok, why = stable(d)`
+    and `if not ok: return 1` every step. The read feeds the loop's stop check through a name
+    computed from it: reported, never proven."""
+    source = (
+        "import jax\nimport jax.numpy as jnp\n\n\n"
+        "@jax.jit\ndef step(state):\n    g = jax.grad(lambda s: jnp.sum(s['v'] ** 2))(state)\n"
+        "    return jax.tree.map(lambda x, gx: x - 0.1 * gx, state, g)\n\n\n"
+        "@jax.jit\ndef diag(state):\n    return {'vmax': jnp.max(state['v'])}\n\n\n"
+        "def stable(d):\n    return d['vmax'] < 10, 'velocity'\n\n\n"
+        "def run(state, steps):\n"
+        "    for i in range(steps):\n"
+        "        state = step(state)\n"
+        "        d = jax.device_get(diag(state))\n"
+        "        ok, why = stable(d)\n"
+        "        if not ok:\n"
+        "            return 1\n"
+        "    return 0\n"
+    )
+    found = engine.check_source(source, "run.py", [registry.by_code()["JM103"]], lambda c: "", None, None)
+    assert [(f.line, f.proven) for f in found] == [(23, False)]
+
+
+def test_a_read_in_an_eager_training_loop_is_not_proven():
+    """A loop that takes its gradients eagerly and calls nothing compiled: its host read is
+    reported but not proven (the device never runs far ahead); the same read after a jitted
+    step is."""
+    source = (Path(__file__).parent / "fixtures" / "JM101" / "bad_read_in_an_eager_training_loop.py").read_text(
+        encoding="utf-8")
+    found = engine.check_source(source, "bad.py", [registry.by_code()["JM101"]], lambda c: "", None, None)
+    assert [(f.line, f.proven) for f in found] == [(17, False), (32, True)]
+
+
 def test_step_made_by_a_method_factory_is_jitted_and_trains():
     """`state, step = self.state, self.get_train_step()` where the method, defined further down,
     returns one of its jitted defs: `step` is that jitted callable, and the loop around it trains."""

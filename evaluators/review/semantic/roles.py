@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from jaxmem.evaluators.review.semantic.envs import fed_to_host_env
 from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls, state_replacements
+from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
@@ -36,6 +37,7 @@ from jaxmem.evaluators.review.semantic.syncs import in_stop_check
 from jaxmem.evaluators.review.semantic.training import (
     applies_gradients,
     computed_gradients,
+    gradient_transform,
     jitted_def,
     named_for_training,
     trains,
@@ -174,9 +176,25 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
     r = enclosing_role(ctx)
     if gather and r.role == "eval":
         return None
-    if stop_check or in_stop_check(ctx, statement_loop(ctx)) or not (r.role == "train" and r.proven):
+    loop = statement_loop(ctx)
+    if stop_check or in_stop_check(ctx, loop) or not (r.role == "train" and r.proven):
+        return "possible"
+    if loop is not None and eager_steps(ctx, loop):
         return "possible"
     return "sure" if any(ctx.proven(v) for v in values) else "possible"
+
+
+def eager_steps(ctx, loop: ast.AST) -> bool:
+    """The loop takes its gradients eagerly (`jax.value_and_grad(loss)(params, ...)` in its body)
+    and calls nothing compiled: the host dispatches every operation of the step one by one and
+    the device never runs far ahead of it, so a host read gives up little overlap. What such a
+    loop costs is the eager step itself (JM305), not the read: not proven for the read."""
+    memo = ctx.memo.setdefault("eager_steps", {})
+    if loop not in memo:
+        calls = list(calls_in(loop.body))
+        memo[loop] = (any(gradient_transform(c.func, ctx) is not None for c in calls)
+                      and not any(ctx.jit_info(c.func) is not None for c in calls))
+    return memo[loop]
 
 
 def in_training_step(ctx) -> bool:

@@ -295,18 +295,30 @@ def _leaves(stmts: list[ast.stmt]) -> bool:
 
 
 def _host_reads_by_name(ctx: Walk, stmts: list[ast.stmt]) -> dict[str, list[ast.AST]]:
-    """Names this iteration binds to a host read (`gnorm = float(state.error)`) or appends one to
-    (`history.append(float(state.value))`), outside nested loops and defs, with the statements
-    (or calls) that do it."""
+    """Names this iteration binds to a host read (`gnorm = float(state.error)`) or to a value
+    computed from such names (`d = jax.device_get(diag(state))`, then `ok, why = stable(d)`), or
+    appends a host read to (`history.append(float(state.value))`), outside nested loops and
+    defs, with the statements (or calls) that read the device for them."""
     out: dict[str, list[ast.AST]] = {}
+
+    def read_by(expr: ast.AST) -> list[ast.AST] | None:
+        if waits(ctx, expr, 1):
+            return []
+        fed = [stmt for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in out for stmt in out[n.id]]
+        return fed or None
+
     for n in _calls_and_assigns(stmts):
-        if isinstance(n, ast.Assign) and waits(ctx, n.value, 1):
-            for target in n.targets:
-                for t in ast.walk(target):
-                    if isinstance(t, ast.Name):
-                        out.setdefault(t.id, []).append(n)
+        if isinstance(n, ast.Assign):
+            fed = read_by(n.value)
+            if fed is not None:
+                for target in n.targets:
+                    for t in ast.walk(target):
+                        if isinstance(t, ast.Name):
+                            out.setdefault(t.id, []).extend([*fed, n])
         elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
               and isinstance(n.func.value, ast.Name) and n.args and waits(ctx, n.args[0], 1)):
+            # Only a read appended as it is: a record built of several names (`hist.append({...})`)
+            # holds fields the test may never look at.
             out.setdefault(n.func.value.id, []).append(n)
     return out
 
