@@ -519,6 +519,40 @@ def test_a_stop_check_follows_host_values_through_the_names_computed_from_them()
     assert [(f.line, f.proven) for f in found] == [(23, False)]
 
 
+def test_forward_outputs_named_g_do_not_prove_a_training_step():
+    """Reduced from an ensemble Kalman inversion: `thetas = eki_update(thetas, g, y)` where `g` holds
+    the ensemble's forward outputs and the visible update takes no gradient. Named like gradients
+    is not proven to be gradients: the loop's host read is reported, not proven. Handed `grads`
+    that a gradient transform computed just before, the same update trains."""
+    head = (
+        "import jax\nimport jax.numpy as jnp\n\n\n"
+        "def forward(theta):\n    return jnp.tanh(theta)\n\n\n"
+        "def eki_update(thetas, g, y):\n    return thetas + 0.1 * (y - g)\n\n\n"
+    )
+    eki = head + (
+        "def run(thetas, y, n):\n"
+        "    history = []\n"
+        "    for it in range(n):\n"
+        "        g = jax.vmap(forward)(thetas)\n"
+        "        history.append(float(jnp.mean((y - g) ** 2)))\n"
+        "        thetas = eki_update(thetas, g, y)\n"
+        "    return thetas, history\n"
+    )
+    grads = head + (
+        "grad_fn = jax.jit(jax.value_and_grad(lambda t, y: jnp.sum((y - forward(t)) ** 2)))\n\n\n"
+        "def run(thetas, y, n):\n"
+        "    history = []\n"
+        "    for it in range(n):\n"
+        "        loss, g = grad_fn(thetas, y)\n"
+        "        history.append(float(loss))\n"
+        "        thetas = eki_update(thetas, g, y)\n"
+        "    return thetas, history\n"
+    )
+    rule = [registry.by_code()["JM101"]]
+    assert [f.proven for f in engine.check_source(eki, "eki.py", rule, lambda c: "", None, None)] == [False]
+    assert [f.proven for f in engine.check_source(grads, "sgd.py", rule, lambda c: "", None, None)] == [True]
+
+
 def test_a_read_in_an_eager_training_loop_is_not_proven():
     """A loop that takes its gradients eagerly and calls nothing compiled: its host read is
     reported but not proven (the device never runs far ahead); the same read after a jitted

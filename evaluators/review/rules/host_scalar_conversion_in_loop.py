@@ -68,8 +68,13 @@ class HostScalarConversionInLoop(Rule):
     # decide whether the loop goes on (a convergence test, `if float(val) < tol: break`), which
     # the model now knows as stop checks (never proven, and the loop's other reads free:
     # semantic/syncs.stop_checks, JM101/clean_reads_beside_a_stop_check); 2 more (a read of an
-    # action for env.step, a second read in one statement) were removed before. Restarted.
-    record_from = "unseen-2026-12r"
+    # action for env.step, a second read in one statement) were removed before. Restarted from
+    # 12r. Its proven findings on 12r-12s's first runs: 2 right, 2 wrong: a 100-step loop taking
+    # its gradients eagerly (semantic/roles.eager_steps, JM101/bad_read_in_an_eager_training_loop)
+    # and an ensemble Kalman update handed forward outputs named `g`, taken for gradients
+    # (roles.call_role; test_forward_outputs_named_g_do_not_prove_a_training_step). Both causes
+    # removed; restarted again.
+    record_from = "unseen-2026-12t"
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body):

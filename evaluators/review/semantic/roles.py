@@ -106,10 +106,15 @@ def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
         if facts.trains or applies_gradients(call):
             return Role("train", info is not None, call, names)
         return Role("step", info is not None, call, names)
-    if trains(fn, at) or applies_gradients(call):
-        # Handed gradients that the code computed just before: the update is proven to train
-        # whatever applies it (a library call such as `jax.tree.map` included).
+    if trains(fn, at):
         return Role("train", exact or computed_gradients(call, at), call, names)
+    if applies_gradients(call):
+        # Handed gradients: proven when the code computed them just before (then the update
+        # trains whatever applies it, `jax.tree.map` included), or when a function resolved
+        # exactly is handed a name that says so (`update_func(state, grads)`). A bare `g` says
+        # less: handed forward outputs named `g`, an ensemble Kalman update is no training step.
+        named = any(isinstance(v, ast.Name) and "grad" in v.id.lower() for v in [*call.args, *(k.value for k in call.keywords)])
+        return Role("train", (exact and named) or computed_gradients(call, at), call, names)
     if named_for_training(call.func) and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         # Named as a training step, body out of sight (imported, built elsewhere): proven only for
         # a jitted callable resolved exactly. A visible body that takes no gradient is a step.
