@@ -54,7 +54,8 @@ def _few_steps_test(test: ast.AST, analysis: Analysis, scope: Scope) -> bool:
         return False
     left, op, right = test.left, test.ops[0], test.comparators[0]
     if isinstance(op, ast.Eq):
-        return any(isinstance(side, ast.Name) and _counter(side, analysis, scope) for side in (left, right))
+        return any((isinstance(side, ast.Name) and _counter(side, analysis, scope))
+                   or _attribute_counter(side, analysis, scope) for side in (left, right))
     if isinstance(op, (ast.Lt, ast.LtE)) and isinstance(left, ast.Name) and _counter(left, analysis, scope):
         n = int_value(right, analysis, scope)
         return n is not None and n <= SMALL_LOOP
@@ -71,6 +72,27 @@ def _counter(name: ast.Name, analysis: Analysis, scope: Scope) -> bool:
         return b.element == "index" or (isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name)
                                         and b.value.func.id == "range")
     return isinstance(b.node, ast.AugAssign) and isinstance(b.node.op, ast.Add)
+
+
+def _attribute_counter(node: ast.AST, analysis: Analysis, scope: Scope) -> bool:
+    """`self._num_episodes_seen` where a method of the class adds to it (`self.x += 1`): a count
+    kept on the object, so `== 0` (or `== start`) holds on one call only."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"):
+        return False
+    cls = scope.cls
+    if cls is None:
+        return False
+    memo = analysis.memo.setdefault("attribute_counters", {})
+    if cls.node not in memo:
+        memo[cls.node] = frozenset(t.attr for m in cls.methods.values() for t in _added_to_on_self(m))
+    return node.attr in memo[cls.node]
+
+
+def _added_to_on_self(fn: ast.AST):
+    for n in ast.walk(fn):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Attribute) \
+                and isinstance(n.target.value, ast.Name) and n.target.value.id == "self":
+            yield n.target
 
 
 TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "timeit.default_timer"})
