@@ -11,7 +11,8 @@ What it does
     earlier in that scope, the region is timed again on every iteration of a loop, or the timer
     is started again inside the region (after the first, compiling, call): the timing then
     includes tracing and compilation. Not flagged: a region whose result is named for compilation
-    (`compile_time = time.time() - tic` around the first call): tracing and compiling run
+    or for the first call (`compile_time = time.time() - tic`, `first_call_time = ...`, or a
+    printed label saying so, before or after the region): tracing and compiling run
     synchronously inside that call, so stopping before the execution is what it means to measure.
     Timers written as helpers count too (semantic/clocks.py): tick/tock pairs and context
     managers whose bodies read the clock, here or in another file of the tree; a context manager
@@ -47,8 +48,9 @@ from jaxmem.evaluators.review.semantic.syncs import hands_to_converter, is_sync,
 
 
 def _names_compilation(stmt: ast.stmt) -> bool:
-    """`compile_time = time.time() - tic`, `timings["compilation"] = ...`: the region is meant to
-    time the compiling first call, which returns only after tracing and compilation."""
+    """`compile_time = time.time() - tic`, `timings["compilation"] = ...`, `first_call_time = ...`,
+    or a printed label that says so (after the region, or just before it starts): the region is
+    meant to time the compiling first call, which returns only after tracing and compilation."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
         stmt, (ast.AnnAssign, ast.AugAssign)) else []
     words = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
@@ -56,7 +58,9 @@ def _names_compilation(stmt: ast.stmt) -> bool:
     # `print("compile time:", time.time() - s)`: the label the script prints names what it times.
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         words += [n.value for n in ast.walk(stmt.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    return any("compil" in w.lower() for w in words)
+    # `first_call_time = time.time() - start`, `print("First call (includes JIT compilation)")`:
+    # the first call is what it means to time.
+    return any("compil" in w.lower() or "first" in w.lower() for w in words)
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
@@ -163,7 +167,8 @@ class TimingWithoutBlockUntilReady(Rule):
         if not runs:
             return
         labelled = _names_compilation(stmt) or any(_names_compilation(s) for s in body[i + 1:]
-                                                   if self._difference(s, None, name))
+                                                   if self._difference(s, None, name)) or (
+            start > 0 and isinstance(body[start - 1], ast.Expr) and _names_compilation(body[start - 1]))
         if labelled:
             return  # the region is meant to time the compiling call
         if not waited:
