@@ -28,7 +28,7 @@ from jaxmem.evaluators.review.semantic.syncs import (
     waited_before,
     waits_every_iteration,
 )
-from jaxmem.evaluators.review.semantic.training import takes_gradients
+from jaxmem.evaluators.review.semantic.training import jitted_def, takes_gradients, trains
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 _BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")
@@ -59,10 +59,31 @@ def epoch_loop(loop: ast.AST, ctx: Walk | None = None) -> bool:
 
 
 def _full_batch(ctx: Walk, loop: ast.AST) -> bool:
-    if any(True for _ in inner_loops(loop.body)):
+    """The "epoch" runs one training step itself: a call in its own statements (not in an inner
+    loop) that takes gradients directly, or of a function that trains and has no loop of its own
+    (`train_step(model, optimizer, x, y)` under `nnx.jit`; not a `lax.scan` over the batches, not
+    one named for an epoch); and no inner loop trains (an inner loop over the metrics of that
+    step is a report, not the steps of an epoch)."""
+    inner = list(inner_loops(loop.body))
+    in_inner = {c for lp in inner for c in calls_in([lp])}
+    if any(_one_step(ctx, c) for c in in_inner):
         return False
-    return any(isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call)
-               and takes_gradients(stmt.value, ctx, directly=True) for stmt in loop.body)
+    return any(_one_step(ctx, c) for c in calls_in(loop.body) if c not in in_inner)
+
+
+def _one_step(ctx: Walk, call: ast.Call) -> bool:
+    if takes_gradients(call, ctx, directly=True):
+        return True
+    info = ctx.jit_info(call.func)
+    fn = jitted_def(info, ctx) if info is not None else ctx.analysis.resolve_def(call.func, ctx.scope)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    scope = ctx.analysis.scopes.get(fn)
+    if scope is None or scope.has_loops or "epoch" in fn.name.lower():
+        return False  # a function that loops over the batches, or is named for a pass over them
+    if any(ctx.analysis.qualname(c.func) in EAGER_LOOPS for c in calls_in(fn.body)):
+        return False  # `lax.scan` over the batches inside: one call is an epoch of steps
+    return trains(fn, ctx)
 
 
 def _named_for_epochs(loop: ast.AST) -> bool:

@@ -190,16 +190,30 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
 
 
 def eager_steps(ctx, loop: ast.AST) -> bool:
-    """The loop takes its gradients eagerly (`jax.value_and_grad(loss)(params, ...)` in its body)
-    and calls nothing compiled: the host dispatches every operation of the step one by one and
-    the device never runs far ahead of it, so a host read gives up little overlap. What such a
-    loop costs is the eager step itself (JM305), not the read: not proven for the read."""
+    """The loop takes its gradients eagerly (`jax.value_and_grad(loss)(params, ...)` in its body,
+    or in a step function of this file that nothing jits) and calls nothing compiled: the host
+    dispatches every operation of the step one by one and the device never runs far ahead of it,
+    so a host read gives up little overlap. What such a loop costs is the eager step itself
+    (JM305), not the read: not proven for the read."""
     memo = ctx.memo.setdefault("eager_steps", {})
     if loop not in memo:
         calls = list(calls_in(loop.body))
-        memo[loop] = (any(gradient_transform(c.func, ctx) is not None for c in calls)
-                      and not any(ctx.jit_info(c.func) is not None for c in calls))
+        memo[loop] = (not any(ctx.jit_info(c.func) is not None for c in calls)
+                      and any(gradient_transform(c.func, ctx) is not None or _eager_step_function(ctx, c)
+                              for c in calls))
     return memo[loop]
+
+
+def _eager_step_function(ctx, call: ast.Call) -> bool:
+    """`loss, params, opt_state = train_step(...)` where this file's `train_step`, run eagerly
+    (not traced, nothing jits it), calls a gradient transform in its own body."""
+    a = ctx.analysis
+    fn = a.resolve_def(call.func, ctx.scope)
+    scope = a.scopes.get(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if scope is None or scope.traced or fn in a.jitted_defs:
+        return False
+    at = At(a, scope)
+    return any(gradient_transform(c.func, at) is not None for c in calls_in(fn.body))
 
 
 def in_training_step(ctx) -> bool:
