@@ -553,6 +553,35 @@ def test_forward_outputs_named_g_do_not_prove_a_training_step():
     assert [f.proven for f in engine.check_source(grads, "sgd.py", rule, lambda c: "", None, None)] == [True]
 
 
+def test_an_eager_loop_offered_beside_a_compiled_one_is_not_proven():
+    """Reduced from a sampler: `if jit: state = lax.fori_loop(0, n, body, state)` / `else: for _ in
+    range(n): state = step(state)`. The eager loop is a debugging switch beside the compiled
+    default: its eager gradient is reported, not proven. Without the compiled branch it is."""
+    head = (
+        "import jax\nimport jax.numpy as jnp\nfrom jax import lax\n\n\n"
+        "def energy(q):\n    return jnp.sum(q ** 2)\n\n\n"
+        "def step(q):\n    g = jax.grad(energy)(q)\n    return q - 0.01 * g\n\n\n"
+    )
+    switch = head + (
+        "def sample(q, n, jit=True):\n"
+        "    if jit:\n"
+        "        q = lax.fori_loop(0, n, lambda i, s: step(s), q)\n"
+        "    else:\n"
+        "        for _ in range(n):\n"
+        "            q = step(q)\n"
+        "    return q\n"
+    )
+    eager = head + (
+        "def sample(q, n):\n"
+        "    for _ in range(n):\n"
+        "        q = step(q)\n"
+        "    return q\n"
+    )
+    rule = [registry.by_code()["JM305"]]
+    assert [f.proven for f in engine.check_source(switch, "s.py", rule, lambda c: "", None, None)] == [False]
+    assert [f.proven for f in engine.check_source(eager, "e.py", rule, lambda c: "", None, None)] == [True]
+
+
 def test_a_read_in_an_eager_training_loop_is_not_proven():
     """A loop that takes its gradients eagerly and calls nothing compiled: its host read is
     reported but not proven (the device never runs far ahead); the same read after a jitted

@@ -31,7 +31,7 @@ from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_c
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.syncs import in_stop_check
 from jaxmem.evaluators.review.semantic.training import (
@@ -65,8 +65,27 @@ def role(analysis: Analysis, loop: ast.AST, scope: Scope) -> Role:
     key = loop
     if key not in memo:
         memo[key] = Role("other")  # recursion guard
-        memo[key] = _role(analysis, loop, scope)
+        r = _role(analysis, loop, scope)
+        if r.proven and r.steps and compiled_alternative(analysis, loop, scope):
+            r = Role(r.role, False, r.call, r.state)
+        memo[key] = r
     return memo[key]
+
+
+def compiled_alternative(a: Analysis, loop: ast.AST, scope: Scope) -> bool:
+    """`if jit: state = lax.fori_loop(0, n, body, state)` / `else: for _ in range(n): state =
+    step(state)`: the loop is the eager alternative of a compiled one in the other branch (a
+    debugging switch), not the path the code runs by default. Its steps are not proven."""
+    memo = a.memo.setdefault("compiled_alternative", {})
+    if loop not in memo:
+        memo[loop] = False
+        for node in ast.walk(scope.node):
+            if isinstance(node, ast.If):
+                for here, other in ((node.body, node.orelse), (node.orelse, node.body)):
+                    if any(stmt is loop for stmt in here) and any(
+                            a.qualname(c.func) in EAGER_LOOPS for c in calls_in(other)):
+                        memo[loop] = True
+    return memo[loop]
 
 
 def _role(a: Analysis, loop: ast.AST, scope: Scope) -> Role:
