@@ -50,7 +50,10 @@ class GradientOutsideJit(Rule):
     # Its 16 sure findings on 12h's first run were all trainers that compile the method through
     # their class in __init__ (`self.train_step = jax.pmap(Trainer.train_step)`), which the model
     # did not read as compiled; fixed in the model with a fixture (JM305/clean_method_pmapped_in_init).
-    record_from = "unseen-2026-12i"
+    # Its proven findings on 12i-12u's first runs: 7 right, 3 wrong, the 3 wrong ones on 12t one
+    # cause: samplers' opt-out `jit=False` loops beside a compiled `lax.fori_loop` default, now a
+    # debugging switch whose steps are not proven (roles.compiled_alternative; semantic test).
+    record_from = "unseen-2026-12v"
     requires = ("grad",)
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
