@@ -155,11 +155,30 @@ class _Walker:
                 self.walk(node.elt)
             ctx.loops.pop()
 
-    def body(self, stmts: list[ast.stmt]) -> None:
+    def body(self, stmts: list[ast.stmt], notebook_cells: bool = False) -> None:
+        # A notebook's joined cells are not one block: a cell that stops (`raise`, `exit()`) does
+        # not stop the next cell from being run.
+        if not notebook_cells:
+            stmts = live(stmts, self.ctx.analysis)
         for rule in self.body_rules:
             rule.check_body(stmts, self.ctx)
         for stmt in stmts:
             self.walk(stmt)
+
+
+_EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit"})
+
+
+def live(stmts: list[ast.stmt], analysis) -> list[ast.stmt]:
+    """The statements of a block that can run: none after one that always leaves it (`return`,
+    `raise`, `break`, `continue`, or `exit()` / `sys.exit()`, which ends a script mid-file)."""
+    for i, stmt in enumerate(stmts[:-1]):
+        if isinstance(stmt, (ast.Return, ast.Raise, ast.Break, ast.Continue)) or (
+                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                and (analysis.qualname(stmt.value.func) in _EXITS
+                     or isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in ("exit", "quit"))):
+            return stmts[:i + 1]
+    return stmts
 
 
 def suppressed(lines: list[str]) -> dict[int, set[str] | None]:
@@ -234,7 +253,7 @@ def _check_tree(tree: ast.Module, source: str, lines: list[str], path: str, rule
     mark_per_step(analysis)
     ctx = Ctx(analysis=analysis, path=path, card_url=card_url, scope=analysis.module_scope)
     walker = _Walker(rules, ctx)
-    walker.body(tree.body)
+    walker.body(tree.body, notebook_cells=path.endswith(".ipynb"))
     for rule in rules:
         if rule.wants_module:
             rule.check_module(ctx)
