@@ -582,6 +582,15 @@ def test_an_eager_loop_offered_beside_a_compiled_one_is_not_proven():
     assert [f.proven for f in engine.check_source(eager, "e.py", rule, lambda c: "", None, None)] == [True]
 
 
+def test_an_nnx_step_that_trains_in_place_makes_a_training_loop():
+    """`loss = train_step(model, optimizer, x, y)` under `nnx.jit`, updating the model through the
+    optimizer it is handed: the loop replaces no name but trains, so its per-step host reads (a
+    float, an item write into a NumPy array) are proven."""
+    source = (Path(__file__).parent / "fixtures" / "JM101" / "bad_nnx_step_in_place.py").read_text(encoding="utf-8")
+    found = engine.check_source(source, "bad.py", [registry.by_code()["JM101"]], lambda c: "", None, None)
+    assert [(f.line, f.proven) for f in found] == [(28, True), (30, True)]
+
+
 def test_a_read_in_an_eager_training_loop_is_not_proven():
     """A loop that takes its gradients eagerly and calls nothing compiled: its host read is
     reported but not proven (the device never runs far ahead); the same read after a jitted

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic.names import pos
 from jaxmem.evaluators.review.semantic.walk import At, Walk, statement_loop
 
 HOST_ENV_MAKERS = ("gym.", "gymnasium.", "envpool.", "dm_control.", "procgen.")
@@ -23,7 +24,14 @@ def fed_to_host_env(ctx: Walk, values: list[ast.AST]) -> bool:
     if loop is None:
         return _returned_to_host_env(ctx)
     fed = _env_step_args(loop, ctx)
-    return bool(fed) and any(isinstance(n, ast.Name) and n.id in fed for v in values for n in ast.walk(v))
+    if not fed:
+        return False
+    if any(isinstance(n, ast.Name) and n.id in fed for v in values for n in ast.walk(v)):
+        return True
+    # `action: int = jnp.argmax(q).item()` then `env.step(action)`: the name the read is bound to.
+    stmt = next((n for n in reversed(ctx.stack) if isinstance(n, ast.stmt)), None)
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    return any(isinstance(n, ast.Name) and n.id in fed for t in targets for n in ast.walk(t))
 
 
 def _returned_to_host_env(ctx: Walk) -> bool:
@@ -66,5 +74,16 @@ def _env_step_args(loop: ast.AST, ctx: Walk) -> frozenset[str]:
 
 
 def _host_env(expr: ast.AST, ctx: Walk) -> bool:
-    """`env` bound to `gym.make(...)` (or a wrapper from those packages), here or as `self.env`."""
-    return ctx.analysis.made_by(expr, ctx.scope, HOST_ENV_MAKERS)
+    """`env` bound to `gym.make(...)` (or a wrapper from those packages), here or as `self.env`,
+    or to what a function of this file declared to return one gives back (`def make_env(...) ->
+    gym.Env`)."""
+    a = ctx.analysis
+    if a.made_by(expr, ctx.scope, HOST_ENV_MAKERS):
+        return True
+    if not isinstance(expr, ast.Name):
+        return False
+    b = a.resolve(expr.id, ctx.scope, pos(expr))
+    value = b.value if b is not None and b.how == "assign" else None
+    fn = a.resolve_def(value.func, ctx.scope) if isinstance(value, ast.Call) else None
+    returns = getattr(fn, "returns", None)
+    return returns is not None and (a.qualname(returns) or "").startswith(HOST_ENV_MAKERS)

@@ -108,9 +108,40 @@ def _role(a: Analysis, loop: ast.AST, scope: Scope) -> Role:
     for inner in inner_loops(loop.body):
         if role(a, inner, scope).steps:
             return Role("epoch", proven=True)
+    step = _in_place_step(at, loop)
+    if step is not None:
+        return step
     if dispatches(at, loop):
         return Role("eval", proven=True)
     return Role("host", proven=True)
+
+
+def _in_place_step(at: At, loop: ast.AST) -> Role | None:
+    """`loss = train_step(model, optimizer, x, y)` under `nnx.jit`: a step that trains in place
+    (an NNX optimizer updates the model it was handed) replaces no name, yet the loop trains. A
+    call in the loop's own statements of a function of this file that takes gradients, updates an
+    optimizer it was handed and has no loop of its own; proven when that function is a jitted one
+    resolved exactly."""
+    a, scope = at.analysis, at.scope
+    inner = {c for lp in inner_loops(loop.body) for c in calls_in([lp])}
+    for call in calls_in(loop.body):
+        if call in inner:
+            continue
+        info = a.jit_info(call.func, scope)
+        fn = jitted_def(info, at) if info is not None else a.resolve_def(call.func, scope)
+        fscope = a.scopes.get(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        if fscope is None or fscope.has_loops or not _updates_a_parameter(fn) or not trains(fn, at):
+            continue
+        return Role("train", info is not None and info.exact, call, frozenset())
+    return None
+
+
+def _updates_a_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The function calls `.update(...)` on one of its own parameters (`optimizer.update(grads)`,
+    `optimizer.update(model, grads)`): an NNX optimizer handed in, updating the model in place."""
+    params = {p.arg for p in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+    return any(isinstance(c.func, ast.Attribute) and c.func.attr == "update" and isinstance(c.func.value, ast.Name)
+               and c.func.value.id in params for c in calls_in(fn.body))
 
 
 def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
