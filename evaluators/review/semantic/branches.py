@@ -45,6 +45,34 @@ def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None
     return False
 
 
+def early_return_guard(fn: ast.AST, analysis: Analysis | None = None, scope: Scope | None = None) -> ast.If | None:
+    """`if iter_idx % self.log_every != 0: return` (or `if not <periodic test>: return`) among a
+    function's top-level statements: what follows it runs once in many calls. That `if`, else None."""
+    for stmt in getattr(fn, "body", []):
+        if not isinstance(stmt, ast.If) or stmt.orelse or not all(isinstance(b, ast.Return) for b in stmt.body):
+            continue
+        test = stmt.test
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _periodic_test(test.operand, analysis, scope, 0):
+            return stmt
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)
+                and isinstance(test.left, ast.BinOp) and isinstance(test.left.op, ast.Mod)
+                and _periodic_test(test, analysis, scope, 0)):
+            return stmt
+    return None
+
+
+def after_early_return(ctx: Walk) -> bool:
+    """The current node follows an early-return guard (`if step % every != 0: return`) of its
+    function: it runs once in many calls."""
+    memo = ctx.memo.setdefault("early_return_guard", {})
+    fn = ctx.scope.node
+    if fn not in memo:
+        memo[fn] = early_return_guard(fn, ctx.analysis, ctx.scope)
+    guard = memo[fn]
+    here = ctx.stack[-1] if ctx.stack else None
+    return guard is not None and getattr(here, "lineno", 0) > guard.end_lineno
+
+
 def _few_steps_test(test: ast.AST, analysis: Analysis, scope: Scope) -> bool:
     """`step == start_step`, `i == 0`, `epoch < 3` (and such a test joined by `and`): true on one
     step, or on a handful, of a counter that moves every iteration."""

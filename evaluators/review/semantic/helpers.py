@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic.branches import early_return_guard
 from jaxmem.evaluators.review.semantic.model import PYTREE_PRESERVING, Analysis
 
 _BUILTIN_CONVERTERS = frozenset({"float", "int", "bool", "complex"})
@@ -66,7 +67,12 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
                 origin.setdefault(n.id, set()).update(found)
 
     out: dict[str, str] = {}
+    # After `if step % every != 0: return` the body runs once in many calls: its reads are periodic.
+    guard = early_return_guard(fn, a, a.scopes.get(fn))
+    after = guard.end_lineno if guard is not None else None
     for n in own_nodes(fn):
+        if after is not None and getattr(n, "lineno", 0) > after:
+            break
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
             bind(n.target, sources(n.iter))
         elif isinstance(n, ast.Assign):

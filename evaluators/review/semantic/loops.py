@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import re
 
-from jaxmem.evaluators.review.semantic.branches import short_under_guard, under_periodic_guard
+from jaxmem.evaluators.review.semantic.branches import after_early_return, short_under_guard, under_periodic_guard
 from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.model import Analysis
@@ -154,6 +154,8 @@ def periodic(ctx: Walk, sync: bool = True) -> bool:
     loop = ctx.loops[-1] if ctx.loops else None
     if loop is not None and _runs_steps_inside(ctx, loop):
         return True
+    if ctx.per_step_body and after_early_return(ctx):
+        return True  # `if step % every != 0: return` at the top of a function a loop calls each step
     for node in reversed(ctx.stack):
         if node is loop:
             break
