@@ -36,6 +36,8 @@ def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None
     for n in ast.walk(test):
         if isinstance(n, ast.Call) and analysis.qualname(n.func) in TIMERS:
             return True  # time-based: every few seconds, whatever the step rate
+        if isinstance(n, ast.Call) and _predicate_call(n, analysis, scope):
+            return True  # `if u.itstime(step, log_every, total):`: a helper that answers `step % n == 0`
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             b = analysis.resolve(n.id, scope, pos(n))
             if b is not None and b.how == "assign" and b.index is None and b.value is not None and b.value is not test \
@@ -59,6 +61,51 @@ def early_return_guard(fn: ast.AST, analysis: Analysis | None = None, scope: Sco
                 and _periodic_test(test, analysis, scope, 0)):
             return stmt
     return None
+
+
+def periodic_predicate(fn: ast.AST) -> bool:
+    """A function whose answer is a periodic test: some `return` gives `step % n == 0` (through
+    names its body binds, two deep), and every other one a constant or such a test (`is_freq`,
+    `itstime(step, every_n_steps, total)`). Calling it in an `if` is a periodic guard."""
+    returns, assigned = [], {}
+    stack = list(getattr(fn, "body", []))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Return):
+            returns.append(n.value)
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            assigned[n.targets[0].id] = n.value
+        stack.extend(ast.iter_child_nodes(n))
+
+    def periodic(e: ast.AST, depth: int = 0) -> bool:
+        for n in ast.walk(e):
+            if (isinstance(n, ast.Compare) and isinstance(n.left, ast.BinOp) and isinstance(n.left.op, ast.Mod)
+                    and any(isinstance(op, ast.Eq) for op in n.ops)):
+                return True
+            if isinstance(n, ast.Name) and depth < 2 and n.id in assigned and periodic(assigned[n.id], depth + 1):
+                return True
+        return False
+
+    tests = [v for v in returns if v is not None and periodic(v)]
+    return bool(tests) and all(v is None or isinstance(v, ast.Constant) or periodic(v) for v in returns)
+
+
+def _predicate_call(call: ast.Call, analysis: Analysis, scope: Scope) -> bool:
+    """A call of a periodic predicate: defined in this file, or a module function of another file
+    of the reviewed tree (its facts)."""
+    fn = analysis.resolve_def(call.func, scope)
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        memo = analysis.memo.setdefault("periodic_predicate", {})
+        if fn not in memo:
+            memo[fn] = periodic_predicate(fn)
+        return memo[fn]
+    if analysis.project is None:
+        return False
+    q = analysis.qualname(call.func)
+    facts = analysis.project.function(q) if q else None
+    return facts is not None and facts.periodic
 
 
 def after_early_return(ctx: Walk) -> bool:
@@ -139,9 +186,9 @@ def under_periodic_guard(ctx: Walk) -> bool:
 
 def short_under_guard(ctx: Walk) -> bool:
     """`if step % N == 0:` around a short inner loop: `for split, ds in eval_sets.items()` over
-    two splits, `{k: float(v) for k, v in metrics.items()}`. The reads run a handful of times
-    every N steps. An inner loop of unknown length under the guard (an evaluation over a whole
-    data set) still counts: its reads happen once per batch."""
+    two splits, `{k: float(v) for k, v in metrics.items()}` or a loop over a record's `.items()`.
+    The reads run a handful of times every N steps. An inner loop of unknown length under the
+    guard (an evaluation over a whole data set) still counts: its reads happen once per batch."""
     loops = ctx.loops
     guard_at = None
     stack = ctx.stack
@@ -158,6 +205,8 @@ def short_under_guard(ctx: Walk) -> bool:
         if isinstance(loop, COMPREHENSIONS):
             continue  # one expression over the items of a value: a handful of reads
         it = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("items", "keys", "values"):
+            continue  # `for name, value in measurements.items()`: the fields of one record, not data
         n = trip_count(it, ctx.analysis, ctx.scope) if it is not None else None
         if n is None:
             return False

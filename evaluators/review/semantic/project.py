@@ -40,6 +40,7 @@ class FunctionFacts:
     # (helpers.signature): a call handing it device arrays reads them on the host (JM101).
     converts: tuple[tuple[str, str], ...] = ()
     signature: tuple[tuple[str, ...], str | None] = ((), None)
+    periodic: bool = False  # answers a periodic test (`itstime(step, every_n)`): branches.periodic_predicate
 
 
 TREE_WORDS = " jit pmap float( .item("
@@ -223,6 +224,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     from jaxmem.evaluators.review import semantic
     from jaxmem.evaluators.review.astutil import parse
     from jaxmem.evaluators.review.semantic import clocks, helpers, loads
+    from jaxmem.evaluators.review.semantic.branches import periodic_predicate
     from jaxmem.evaluators.review.semantic.training import gradient_decorator, trains
     from jaxmem.evaluators.review.semantic.walk import At
 
@@ -282,7 +284,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
                 loads=_mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
                 converts=tuple(helpers.converted_params(a, fn).items()) if _mentions(lines, fn, CONVERT_WORDS) else (),
-                signature=helpers.signature(fn))
+                signature=helpers.signature(fn), periodic=_mentions(lines, fn, ("%",)) and periodic_predicate(fn))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:
