@@ -166,7 +166,7 @@ class _Walker:
             self.walk(stmt)
 
 
-_EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit"})
+_EXITS = frozenset({"sys.exit", "os._exit"})
 
 
 def live(stmts: list[ast.stmt], analysis) -> list[ast.stmt]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import GRADIENT_APPLIERS, LOOP_TYPES, UPDATE_APPLIERS, dotted
 from jaxmem.evaluators.review.semantic.scopes import Scope
@@ -180,6 +181,14 @@ def _keys(expr: ast.AST) -> list[str]:
         d = dotted(expr)
         return [d] if d is not None else []
     return []
+
+
+def own_calls(body: list[ast.stmt]) -> tuple[list[ast.Call], list[ast.Call]]:
+    """A loop body's calls split in two: those of its own statements, and those inside its inner
+    loops (nested defs in neither)."""
+    inner = list(calls_in(list(inner_loops(body))))
+    seen = set(inner)
+    return [c for c in calls_in(body) if c not in seen], inner
 
 
 def inner_loops(body: list[ast.stmt]):

@@ -9,7 +9,7 @@ import ast
 import re
 
 from jaxmem.evaluators.review.semantic.branches import after_early_return, short_under_guard, under_periodic_guard
-from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls
+from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import (
@@ -28,7 +28,7 @@ from jaxmem.evaluators.review.semantic.syncs import (
     waited_before,
     waits_every_iteration,
 )
-from jaxmem.evaluators.review.semantic.training import jitted_def, takes_gradients, trains
+from jaxmem.evaluators.review.semantic.training import callee, one_step_def, takes_gradients, trains
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 _BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")
@@ -64,22 +64,17 @@ def _full_batch(ctx: Walk, loop: ast.AST) -> bool:
     (`train_step(model, optimizer, x, y)` under `nnx.jit`; not a `lax.scan` over the batches, not
     one named for an epoch); and no inner loop trains (an inner loop over the metrics of that
     step is a report, not the steps of an epoch)."""
-    inner = list(inner_loops(loop.body))
-    in_inner = {c for lp in inner for c in calls_in([lp])}
-    if any(_one_step(ctx, c) for c in in_inner):
+    own, inner = own_calls(loop.body)
+    if any(_one_step(ctx, c) for c in inner):
         return False
-    return any(_one_step(ctx, c) for c in calls_in(loop.body) if c not in in_inner)
+    return any(_one_step(ctx, c) for c in own)
 
 
 def _one_step(ctx: Walk, call: ast.Call) -> bool:
     if takes_gradients(call, ctx, directly=True):
         return True
-    info = ctx.jit_info(call.func)
-    fn = jitted_def(info, ctx) if info is not None else ctx.analysis.resolve_def(call.func, ctx.scope)
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    scope = ctx.analysis.scopes.get(fn)
-    if scope is None or scope.has_loops or "epoch" in fn.name.lower():
+    fn = one_step_def(callee(call, ctx)[1], ctx.analysis)
+    if fn is None or "epoch" in fn.name.lower():
         return False  # a function that loops over the batches, or is named for a pass over them
     if any(ctx.analysis.qualname(c.func) in EAGER_LOOPS for c in calls_in(fn.body)):
         return False  # `lax.scan` over the batches inside: one call is an epoch of steps

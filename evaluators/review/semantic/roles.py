@@ -27,7 +27,7 @@ import ast
 from dataclasses import dataclass
 
 from jaxmem.evaluators.review.semantic.envs import fed_to_host_env
-from jaxmem.evaluators.review.semantic.flow import inner_loops, replaced_state_calls, state_replacements
+from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, replaced_state_calls, state_replacements
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
 from jaxmem.evaluators.review.semantic.model import Analysis
@@ -36,10 +36,12 @@ from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.syncs import in_stop_check
 from jaxmem.evaluators.review.semantic.training import (
     applies_gradients,
+    callee,
     computed_gradients,
     gradient_transform,
-    jitted_def,
     named_for_training,
+    names_gradients,
+    one_step_def,
     trains,
 )
 from jaxmem.evaluators.review.semantic.walk import At, statement_loop
@@ -122,17 +124,11 @@ def _in_place_step(at: At, loop: ast.AST) -> Role | None:
     call in the loop's own statements of a function of this file that takes gradients, updates an
     optimizer it was handed and has no loop of its own; proven when that function is a jitted one
     resolved exactly."""
-    a, scope = at.analysis, at.scope
-    inner = {c for lp in inner_loops(loop.body) for c in calls_in([lp])}
-    for call in calls_in(loop.body):
-        if call in inner:
-            continue
-        info = a.jit_info(call.func, scope)
-        fn = jitted_def(info, at) if info is not None else a.resolve_def(call.func, scope)
-        fscope = a.scopes.get(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-        if fscope is None or fscope.has_loops or not _updates_a_parameter(fn) or not trains(fn, at):
-            continue
-        return Role("train", info is not None and info.exact, call, frozenset())
+    for call in own_calls(loop.body)[0]:
+        info, fn = callee(call, at)
+        fn = one_step_def(fn, at.analysis)
+        if fn is not None and _updates_a_parameter(fn) and trains(fn, at):
+            return Role("train", info is not None and info.exact, call, frozenset())
     return None
 
 
@@ -145,9 +141,8 @@ def _updates_a_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
-    a, scope = at.analysis, at.scope
-    info = a.jit_info(call.func, scope)
-    fn = jitted_def(info, at) if info is not None else a.resolve_def(call.func, scope)
+    a = at.analysis
+    info, fn = callee(call, at)
     exact = (info is not None and info.exact) or fn is not None
     q = a.qualname(call.func)
     facts = a.project.function(q) if a.project is not None and q else None
@@ -163,8 +158,7 @@ def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
         # trains whatever applies it, `jax.tree.map` included), or when a function resolved
         # exactly is handed a name that says so (`update_func(state, grads)`). A bare `g` says
         # less: handed forward outputs named `g`, an ensemble Kalman update is no training step.
-        named = any(isinstance(v, ast.Name) and "grad" in v.id.lower() for v in [*call.args, *(k.value for k in call.keywords)])
-        return Role("train", (exact and named) or computed_gradients(call, at), call, names)
+        return Role("train", (exact and names_gradients(call)) or computed_gradients(call, at), call, names)
     if named_for_training(call.func) and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         # Named as a training step, body out of sight (imported, built elsewhere): proven only for
         # a jitted callable resolved exactly. A visible body that takes no gradient is a step.

@@ -266,21 +266,13 @@ def _counter_test(ctx: Walk, test: ast.AST) -> bool:
 
 
 def _exit_ifs(ctx: Walk, stmts: list[ast.stmt]) -> list[ast.If]:
-    """The `if` statements of one iteration (through if/with/try blocks, not nested loops or
-    defs, not periodic guards) whose branch leaves the loop with its result: break or return."""
-    out = []
-    for stmt in stmts:
-        if isinstance(stmt, ast.If):
-            if periodic_guard(stmt, None, ctx.analysis, ctx.scope):
-                continue
-            if _leaves(stmt.body) or _leaves(stmt.orelse):
-                out.append(stmt)
-            out += _exit_ifs(ctx, [*stmt.body, *stmt.orelse])
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            out += _exit_ifs(ctx, stmt.body)
-        elif isinstance(stmt, ast.Try):
-            out += _exit_ifs(ctx, [*stmt.body, *stmt.orelse, *stmt.finalbody])
-    return out
+    """The `if` statements of one iteration (not periodic guards, nor what they hold) whose
+    branch leaves the loop with its result: break or return."""
+    def periodic(stmt: ast.If) -> bool:
+        return periodic_guard(stmt, None, ctx.analysis, ctx.scope)
+
+    return [stmt for stmt in _iteration(stmts, skip=periodic)
+            if isinstance(stmt, ast.If) and (_leaves(stmt.body) or _leaves(stmt.orelse))]
 
 
 def _leaves(stmts: list[ast.stmt]) -> bool:
@@ -324,19 +316,29 @@ def _host_reads_by_name(ctx: Walk, stmts: list[ast.stmt]) -> dict[str, list[ast.
 
 
 def _calls_and_assigns(stmts: list[ast.stmt]):
-    """Assignments and expression-statement calls of these statements, through if/with/try
-    blocks (not nested loops or defs)."""
-    for stmt in stmts:
+    """Assignments and expression-statement calls of one iteration."""
+    for stmt in _iteration(stmts):
         if isinstance(stmt, ast.Assign):
             yield stmt
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             yield stmt.value
-        elif isinstance(stmt, ast.If):
-            yield from _calls_and_assigns([*stmt.body, *stmt.orelse])
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            yield from _calls_and_assigns(stmt.body)
-        elif isinstance(stmt, ast.Try):
-            yield from _calls_and_assigns([*stmt.body, *stmt.orelse, *stmt.finalbody])
+
+
+def _iteration(stmts: list[ast.stmt], skip=None):
+    """The statements of one iteration in source order, through if/with/try blocks (not nested
+    loops or defs, not `except` handlers); an `if` that `skip` accepts is left out with its body."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.If):
+            if skip is not None and skip(stmt):
+                continue
+            yield stmt
+            yield from _iteration([*stmt.body, *stmt.orelse], skip)
+        else:
+            yield stmt
+            if isinstance(stmt, (ast.With, ast.AsyncWith)):
+                yield from _iteration(stmt.body, skip)
+            elif isinstance(stmt, ast.Try):
+                yield from _iteration([*stmt.body, *stmt.orelse, *stmt.finalbody], skip)
 
 def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
     a = ctx.analysis

@@ -39,7 +39,13 @@ def named_for_training(func: ast.AST) -> bool:
 def applies_gradients(call: ast.Call) -> bool:
     """`w = update(w, g)`, `params = sgd(params, grads)`: gradients handed in at the call site."""
     values = [*call.args, *(k.value for k in call.keywords)]
-    return any(isinstance(v, ast.Name) and (v.id in ("g", "gs") or "grad" in v.id.lower()) for v in values)
+    return names_gradients(call) or any(isinstance(v, ast.Name) and v.id in ("g", "gs") for v in values)
+
+
+def names_gradients(call: ast.Call) -> bool:
+    """A name handed to the call says it holds gradients (`grads`, `clipped_grads`); a bare `g`
+    says less."""
+    return any(isinstance(v, ast.Name) and "grad" in v.id.lower() for v in [*call.args, *(k.value for k in call.keywords)])
 
 
 def jitted_def(info, ctx: Walk):
@@ -51,6 +57,19 @@ def jitted_def(info, ctx: Walk):
     if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return fn
     return ctx.analysis.resolve_def(fn, ctx.scope) if fn is not None else None
+
+
+def callee(call: ast.Call, ctx: Walk):
+    """(jit info, def): what the call runs, where this module defines it - the function behind a
+    jitted callable, or the def its name resolves to (None when out of sight)."""
+    info = ctx.jit_info(call.func)
+    return info, jitted_def(info, ctx) if info is not None else ctx.analysis.resolve_def(call.func, ctx.scope)
+
+
+def one_step_def(fn, analysis):
+    """`fn` when it is a def of this module with no loop of its own (one step per call), else None."""
+    scope = analysis.scopes.get(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    return fn if scope is not None and not scope.has_loops else None
 
 
 def _gradient_call(call: ast.Call) -> bool:
@@ -109,9 +128,7 @@ def training_call(call: ast.Call, ctx: Walk) -> bool:
     not) that takes gradients or applies an optimizer."""
     if named_for_training(call.func) or applies_gradients(call):
         return True
-    info = ctx.jit_info(call.func)
-    fn = jitted_def(info, ctx) if info is not None else ctx.analysis.resolve_def(call.func, ctx.scope)
-    return trains(fn, ctx)
+    return trains(callee(call, ctx)[1], ctx)
 
 
 def gradient_transform(func: ast.AST, ctx: Walk) -> ast.Call | None:
