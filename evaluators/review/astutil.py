@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections import deque
+from collections.abc import Iterator
 
 # Fields that never hold a node a rule looks at: expression contexts and operators.
 _SKIP = frozenset({"ctx", "op", "ops", "type_comment", "type_ignores"})
@@ -24,6 +26,14 @@ def fields(cls: type) -> tuple[str, ...]:
 
 
 def children(node: ast.AST) -> list[ast.AST]:
+    """The node's children that can hold something a rule reads (no contexts or operators), in
+    field order. Kept on the node: the model and the rules walk the same subtrees many times (a
+    function's body once per question asked of it), and the reviewer never changes a tree. Callers
+    must not change the list."""
+    try:
+        return node._jm_children
+    except AttributeError:
+        pass
     out = []
     for name in fields(node.__class__):
         v = getattr(node, name, None)
@@ -33,7 +43,21 @@ def children(node: ast.AST) -> list[ast.AST]:
             out.extend(x for x in v if isinstance(x, ast.AST))
         elif isinstance(v, ast.AST):
             out.append(v)
+    try:
+        node._jm_children = out
+    except AttributeError:  # an AST subclass with __slots__: nothing to keep
+        pass
     return out
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk` (breadth first, the same order) without contexts and operators: `Load`, `Store`,
+    `Add`, `Eq` nodes, which no question the reviewer asks is about."""
+    todo = deque([node])
+    while todo:
+        n = todo.popleft()
+        todo.extend(children(n))
+        yield n
 
 
 def parse(source: str, path: str = "<unknown>") -> ast.Module:

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.finding import Finding
 from jaxmem.evaluators.review.measured import BY_METRIC
 
@@ -189,7 +190,7 @@ def _statements(path: str) -> dict[int, int]:
     except (OSError, SyntaxError, ValueError):
         return {}
     starts: dict[int, int] = {}
-    for node in ast.walk(tree):   # breadth first: inner statements come later and win
+    for node in astutil.walk(tree):   # breadth first: inner statements come later and win
         if isinstance(node, ast.stmt):
             body = getattr(node, "body", None)
             end = (body[0].lineno - 1 if isinstance(body, list) and body and hasattr(body[0], "lineno")

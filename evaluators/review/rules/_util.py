@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx
 
 # A benchmark named for one of these measures the host->device copy itself.
@@ -78,7 +79,7 @@ def forces_cpu(ctx: Ctx) -> bool:
     memo = ctx.memo
     if "forces_cpu" not in memo:
         found = False
-        for n in ast.walk(ctx.analysis.tree):
+        for n in astutil.walk(ctx.analysis.tree):
             if isinstance(n, ast.Call) and ctx.qualname(n.func) == "jax.config.update" and len(n.args) == 2:
                 key, value = const_str(n.args[0]), const_str(n.args[1])
                 found = found or (key in ("jax_platform_name", "jax_platforms") and value == "cpu")

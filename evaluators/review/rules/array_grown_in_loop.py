@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
@@ -179,7 +180,7 @@ def _jitted_call_fed(loop: ast.AST, name: str, ctx: Ctx) -> ast.Call | None:
     """The first call of a jitted function in the loop's own statements that is handed `name`
     itself as an argument (not a slice of it: `x[:, -1:]` keeps a fixed shape)."""
     for stmt in _own_statements(loop.body):
-        for n in ast.walk(stmt):
+        for n in astutil.walk(stmt):
             if isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == name
                                                for a in [*n.args, *(k.value for k in n.keywords)]):
                 info = ctx.jit_info(n.func)
@@ -189,7 +190,7 @@ def _jitted_call_fed(loop: ast.AST, name: str, ctx: Ctx) -> ast.Call | None:
 
 
 def _calls_jitted(loop: ast.AST, ctx: Ctx) -> bool:
-    return any(isinstance(n, ast.Call) and ctx.jit_info(n.func) is not None for n in ast.walk(loop))
+    return any(isinstance(n, ast.Call) and ctx.jit_info(n.func) is not None for n in astutil.walk(loop))
 
 
 def _how(value: ast.Call, ctx: Ctx) -> str:
@@ -197,7 +198,7 @@ def _how(value: ast.Call, ctx: Ctx) -> str:
 
 
 def _assignment_of(call: ast.Call, loop: ast.AST) -> ast.Assign | None:
-    for n in ast.walk(loop):
+    for n in astutil.walk(loop):
         if isinstance(n, ast.Assign) and n.value is call and len(n.targets) == 1:
             return n
     return None

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import sizes
 from jaxmem.evaluators.review.semantic.loops import loop_targets, not_per_step
@@ -105,13 +106,13 @@ class ArraysAccumulatedAcrossSteps(Rule):
         body = getattr(loop, "body", None)
         if not isinstance(body, list):
             return None
-        for stmt in ast.walk(loop):
+        for stmt in astutil.walk(loop):
             if not isinstance(stmt, ast.Assign):
                 continue
-            stored = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            stored = {n.id for t in stmt.targets for n in astutil.walk(t) if isinstance(n, ast.Name)}
             if name not in stored:
                 continue
-            loaded = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            loaded = {n.id for n in astutil.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
             if any(_first_event(c, body) == "load" for c in (stored & loaded) - fresh):
                 return stmt
         return None
@@ -128,7 +129,7 @@ def _bounded(container: ast.AST, ctx: Ctx) -> bool:
 
 
 def _names(node: ast.AST, ctx_type: type) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
+    return {n.id for n in astutil.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
 
 
 def _first_event(name: str, stmts: list[ast.stmt]) -> str | None:

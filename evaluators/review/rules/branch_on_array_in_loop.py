@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
@@ -50,7 +51,7 @@ class BranchOnArrayInLoop(Rule):
             return  # a check that raises on failure: an assertion, read because it must be
         test = node.test
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance"
-               for n in ast.walk(test)):
+               for n in astutil.walk(test)):
             return  # type dispatch (`isinstance(g, int) and g == 1`): the value may be a Python int
         if self._reads_array(test, ctx) and not periodic(ctx) and not (ctx.loops and not_per_step(ctx)):
             # A test that decides whether to go on (a `while` condition, `if ...: break`) is a stop
@@ -61,7 +62,7 @@ class BranchOnArrayInLoop(Rule):
                 ctx.report(self, test, what=describe(test), sure=how == "sure")
 
     def _values(self, test: ast.AST, ctx: Ctx) -> list[ast.AST]:
-        return [n for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Subscript, ast.Call, ast.Attribute))
+        return [n for n in astutil.walk(test) if isinstance(n, (ast.Name, ast.Subscript, ast.Call, ast.Attribute))
                 and ctx.kind(n) == "jax"]
 
     def _reads_array(self, test: ast.AST, ctx: Ctx) -> bool:
@@ -80,7 +81,7 @@ class BranchOnArrayInLoop(Rule):
 
 
 def _exits(body: list[ast.stmt]) -> bool:
-    return any(isinstance(n, (ast.Break, ast.Return)) for stmt in body for n in ast.walk(stmt))
+    return any(isinstance(n, (ast.Break, ast.Return)) for stmt in body for n in astutil.walk(stmt))
 
 
 RULE = BranchOnArrayInLoop()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.clocks import TIMERS
@@ -91,7 +92,7 @@ def _measures(loop: ast.AST, ctx: Ctx) -> bool:
     """The loop's body times its work (reads a clock) and waits for it (`block_until_ready`): a
     benchmark sweep, where each configuration's compilation is warmed up or measured on purpose."""
     clock = wait = False
-    for n in ast.walk(loop):
+    for n in astutil.walk(loop):
         if isinstance(n, ast.Call):
             q = ctx.qualname(n.func) or ""
             clock |= q in TIMERS or q == "timeit.timeit"
@@ -118,10 +119,10 @@ def _sets_shape(info, param: str, ctx: Ctx) -> bool:
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     derived = {param}
-    for n in ast.walk(fn):  # source order is enough for straight-line setup code
+    for n in astutil.walk(fn):  # source order is enough for straight-line setup code
         if isinstance(n, ast.Assign) and _mentions(n.value, derived):
-            derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
-    for n in ast.walk(fn):
+            derived |= {t.id for tg in n.targets for t in astutil.walk(tg) if isinstance(t, ast.Name)}
+    for n in astutil.walk(fn):
         if not isinstance(n, ast.Call):
             continue
         if isinstance(n.func, ast.Name) and n.func.id in ("range", "int") and a.is_builtin(n.func, a.scopes.get(fn, ctx.scope)):
@@ -136,7 +137,7 @@ def _sets_shape(info, param: str, ctx: Ctx) -> bool:
 
 
 def _mentions(expr: ast.AST, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+    return any(isinstance(n, ast.Name) and n.id in names for n in astutil.walk(expr))
 
 
 def _leaf_per_iteration(arg: ast.AST, ctx: Ctx) -> bool:
@@ -146,7 +147,7 @@ def _leaf_per_iteration(arg: ast.AST, ctx: Ctx) -> bool:
     if not isinstance(base, ast.Name):
         return False
     if isinstance(arg, ast.Subscript) and not any(
-            isinstance(n, ast.Name) and enclosing_loop_of(ctx, n.id) is not None for n in ast.walk(arg.slice)):
+            isinstance(n, ast.Name) and enclosing_loop_of(ctx, n.id) is not None for n in astutil.walk(arg.slice)):
         return False
     b = a.resolve(base.id, ctx.scope, (arg.lineno, arg.col_offset))
     if b is None or b.value is None:

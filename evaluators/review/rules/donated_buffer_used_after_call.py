@@ -27,19 +27,20 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.names import HOST_ATTRS, LOOP_TYPES
 
 
 def _names(node: ast.AST, want: type) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, want)}
+    return {n.id for n in astutil.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, want)}
 
 
 def _metadata_reads(stmt: ast.AST, ctx: Ctx) -> set[int]:
     """Names read only for metadata, fine on a deleted array: `x.shape`, `x.is_deleted()`,
     `f.lower(x)` / `f.trace(x)` / `jax.eval_shape(f, x)` (they look at shapes and dtypes)."""
     out = set()
-    for n in ast.walk(stmt):
+    for n in astutil.walk(stmt):
         if isinstance(n, ast.Attribute) and (n.attr in HOST_ATTRS or n.attr == "is_deleted"):
             out.add(id(n.value))
         elif isinstance(n, ast.Call) and (
@@ -89,7 +90,7 @@ class DonatedBufferUsedAfterCall(Rule):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             benign = _metadata_reads(stmt, ctx)
-            loads = [n for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == name
+            loads = [n for n in astutil.walk(stmt) if isinstance(n, ast.Name) and n.id == name
                      and isinstance(n.ctx, ast.Load) and id(n) not in benign]
             if loads:
                 self._emit(ctx, min(loads, key=lambda n: (n.lineno, n.col_offset)), name, call)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, describe, jitted_call_args_in_host_loop
 from jaxmem.evaluators.review.semantic.loops import enclosing_loop_of, not_per_step
@@ -85,7 +86,7 @@ def _made_during_loop(name: ast.Name, loop: ast.AST, ctx: Ctx, depth: int) -> bo
     b = a.resolve(name.id, ctx.scope, pos(name))
     if b is None or b.how != "assign" or b.value is None or not (start <= b.at <= end):
         return False
-    for n in ast.walk(b.value):
+    for n in astutil.walk(b.value):
         if isinstance(n, ast.Call):
             if isinstance(n.func, ast.Name) and n.func.id == "next" and a.is_builtin(n.func, ctx.scope):
                 return True

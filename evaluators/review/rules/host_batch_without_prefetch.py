@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic import loops
@@ -59,12 +60,12 @@ class HostBatchWithoutPrefetch(Rule):
         # list parameter may already hold device arrays, and an info finding there is noise.
         if not (isinstance(node.iter, ast.Call) or any(h in lowered for h in DATA_HINTS)):
             return
-        targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        targets = {n.id for n in astutil.walk(node.target) if isinstance(n, ast.Name)}
         if not targets:
             return
         called = None
         for stmt in node.body:
-            for n in ast.walk(stmt):
+            for n in astutil.walk(stmt):
                 if not isinstance(n, ast.Call):
                     continue
                 func_q = ctx.qualname(n.func)
@@ -110,7 +111,7 @@ def _host_source(expr: ast.AST, ctx: Ctx) -> bool:
     scope = ctx.analysis.scopes.get(fn) if fn is not None else None
     if scope is None:
         return False
-    yields = [n for n in ast.walk(fn) if isinstance(n, ast.Yield) and n.value is not None]
+    yields = [n for n in astutil.walk(fn) if isinstance(n, ast.Yield) and n.value is not None]
     return bool(yields) and all(ctx.analysis.kind(y.value, scope, True) in ("np", "hostlist") for y in yields)
 
 
@@ -118,7 +119,7 @@ def _yields_device_arrays(fn: ast.AST, ctx: Ctx) -> bool:
     scope = ctx.analysis.scopes.get(fn)
     if scope is None:
         return False
-    yields = [n for n in ast.walk(fn) if isinstance(n, ast.Yield) and n.value is not None]
+    yields = [n for n in astutil.walk(fn) if isinstance(n, ast.Yield) and n.value is not None]
     return bool(yields) and all(ctx.analysis.kind(y.value, scope) == "jax" for y in yields)
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.loops import loop_bound
@@ -128,8 +129,8 @@ class JitCreatedInLoop(Rule):
             return False
         if name is not None:
             used = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
-                       for n in ast.walk(fn))
-            if not used or any(isinstance(n, ast.Return) and _hands_back(n.value, name) for n in ast.walk(fn)):
+                       for n in astutil.walk(fn))
+            if not used or any(isinstance(n, ast.Return) and _hands_back(n.value, name) for n in astutil.walk(fn)):
                 return False  # unused here, or a factory: the caller keeps what it returns
         if ctx.per_step_body:
             return True
@@ -205,7 +206,7 @@ class JitCreatedInLoop(Rule):
         for loop in ctx.loops:
             bound |= loop_bound(ctx, loop)
         return any(isinstance(n, ast.Name) and n.id in bound for kw in node.keywords if kw.arg
-                   for n in ast.walk(kw.value))
+                   for n in astutil.walk(kw.value))
 
     @staticmethod
     def _in_loop(at: tuple[int, int], ctx: Ctx) -> bool:

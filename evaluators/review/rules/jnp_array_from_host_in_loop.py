@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, describe
 from jaxmem.evaluators.review.semantic import loops
@@ -92,7 +93,7 @@ def _own_nodes(fn: ast.AST):
         n = stack.pop()
         yield n
         if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(astutil.children(n))
 
 
 SMALL_LITERAL = 16  # Python numbers in one literal

@@ -49,6 +49,7 @@ from __future__ import annotations
 import ast
 import math
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loads import is_loader_call, loaded
 
@@ -122,14 +123,14 @@ class LargeConstantCapturedByJit(Rule):
         def parent_map() -> dict[ast.AST, ast.AST]:
             if not parents:
                 for stmt in body:
-                    for parent in ast.walk(stmt):
-                        for child in ast.iter_child_nodes(parent):
+                    for parent in astutil.walk(stmt):
+                        for child in astutil.children(parent):
                             parents[child] = parent
             return parents
 
         seen: set[str] = set()
         for stmt in body:
-            for n in ast.walk(stmt):
+            for n in astutil.walk(stmt):
                 if (isinstance(n, ast.Call) and n.func not in seen
                         and is_loader_call(a, n, _scope_of(n, own, scope))):
                     seen.add(n.func)
@@ -211,7 +212,7 @@ def _static_self_state(node: ast.AST, scope, parent_map, ctx: Ctx):
                if any(_method_of(cls, b.node) not in (None, "__init__") and _array_valued(b.value, ctx)
                       for b in bindings)}
     seen: set[str] = set()
-    for n in ast.walk(node):
+    for n in astutil.walk(node):
         if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
                 and isinstance(n.ctx, ast.Load) and n.attr in changed and n.attr not in seen
                 and n.attr not in cls.methods):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.syncs import is_sync
 
@@ -53,7 +54,7 @@ class MemoryProfileWithoutBlock(Rule):
                 continue
             # Compound statements get their own check_body; here they only count as waits.
             simple = not hasattr(stmt, "body")
-            for n in ast.walk(stmt):
+            for n in astutil.walk(stmt):
                 if simple and isinstance(n, ast.Call) and ctx.qualname(n.func) in PROFILES and not waited:
                     ctx.report(self, n)
                 if is_sync(ctx, n):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops, sizes
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
@@ -47,7 +48,7 @@ from jaxmem.evaluators.review.semantic.walk import At
 
 
 def target_names(targets: list[ast.AST]) -> set[str]:
-    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return {n.id for t in targets for n in astutil.walk(t) if isinstance(n, ast.Name)}
 
 
 SMALL_STATE_HINTS = ("key", "rng", "seed", "step", "count")
@@ -177,7 +178,7 @@ class MissingDonation(Rule):
     @staticmethod
     def _kept(name: str, loop: ast.AST, ctx: Ctx) -> bool:
         """The loop keeps the old value somewhere (a list, a dict, another name, a yield)."""
-        for n in ast.walk(loop):
+        for n in astutil.walk(loop):
             if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in KEEPERS
                     and ctx.jit_info(n.func) is None):  # `gan.update(rng, state, batch)` is the step itself
                 if any(_mentions(a, name) for a in [*n.args, *(k.value for k in n.keywords)]):
@@ -200,11 +201,11 @@ class MissingDonation(Rule):
 
 def _read_after(fn: ast.AST, name: str, start: tuple[int, int]) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               and (n.lineno, n.col_offset) > start for n in ast.walk(fn))
+               and (n.lineno, n.col_offset) > start for n in astutil.walk(fn))
 
 
 def _bindings(loop: ast.AST, name: str) -> int:
-    return sum(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(loop))
+    return sum(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in astutil.walk(loop))
 
 
 def _mentions(expr: ast.AST, name: str, bare_only: bool = False) -> bool:

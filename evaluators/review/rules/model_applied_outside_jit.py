@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.flow import fed_back_calls
@@ -172,7 +173,7 @@ def _rebound_to_jit(func: ast.AST, ctx: Ctx) -> bool:
     scope = ctx.scope
     key = (scope.node, dotted)
     if key not in memo:
-        memo[key] = min((n.lineno for n in ast.walk(scope.node)
+        memo[key] = min((n.lineno for n in astutil.walk(scope.node)
                          if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Call)
                          and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == func.attr
                          and ast.unparse(n.targets[0]) == dotted

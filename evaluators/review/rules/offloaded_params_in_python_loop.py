@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 
 
@@ -55,7 +56,7 @@ class OffloadedParamsInPythonLoop(Rule):
             return
         fn = _enclosing_def(ctx)
         params = _offloaded_params(fn, offloaded, ctx) if fn is not None else set()
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        used = {n.id for n in astutil.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         hit = sorted(used & (params | offloaded))
         if hit:
             ctx.report(self, node, name=hit[0])
@@ -63,12 +64,12 @@ class OffloadedParamsInPythonLoop(Rule):
 
 def _mentions_pinned(expr: ast.AST, hosts: set[str]) -> bool:
     return any((isinstance(n, ast.Constant) and n.value == "pinned_host") or (isinstance(n, ast.Name) and n.id in hosts)
-               for n in ast.walk(expr))
+               for n in astutil.walk(expr))
 
 
 def _offloaded_names(ctx: Ctx) -> set[str]:
     """Names bound to a pinned_host sharding, then names bound to values placed with one."""
-    assigns = [(t.id, n.value) for n in ast.walk(ctx.analysis.tree) if isinstance(n, ast.Assign)
+    assigns = [(t.id, n.value) for n in astutil.walk(ctx.analysis.tree) if isinstance(n, ast.Assign)
                for t in n.targets if isinstance(t, ast.Name)]
     hosts: set[str] = set()
     for _ in range(2):  # `host = dev.with_memory_kind("pinned_host")`, then `s = host`
@@ -89,7 +90,7 @@ def _offloaded_params(fn, offloaded: set[str], ctx: Ctx) -> set[str]:
     """Parameters of `fn` that some call in the module passes an offloaded name to."""
     params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
     out = set()
-    for n in ast.walk(ctx.analysis.tree):
+    for n in astutil.walk(ctx.analysis.tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == fn.name:
             for i, arg in enumerate(n.args):
                 if isinstance(arg, ast.Name) and arg.id in offloaded and i < len(params):

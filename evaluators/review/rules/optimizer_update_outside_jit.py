@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.helpers import own_calls
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
@@ -124,7 +125,7 @@ class OptimizerUpdateOutsideJit(Rule):
         stmt = ctx.parent
         if not (isinstance(stmt, ast.Assign) and stmt.value is node and ctx.loops):
             return False
-        written = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        written = {n.id for t in stmt.targets for n in astutil.walk(t) if isinstance(n, ast.Name)}
         read = {a.id for a in [node.func.value, *node.args, *(k.value for k in node.keywords)] if isinstance(a, ast.Name)}
         return bool(written & read)
 
@@ -159,4 +160,4 @@ def _tree_arithmetic(call: ast.Call, ctx: Ctx, scope=None) -> bool:
         return False
     fn = ctx.analysis.resolve_def(call.args[0], scope or ctx.scope)
     body = [fn.body] if isinstance(fn, ast.Lambda) else getattr(fn, "body", [])
-    return any(isinstance(n, ast.BinOp) for stmt in body for n in ast.walk(stmt))
+    return any(isinstance(n, ast.BinOp) for stmt in body for n in astutil.walk(stmt))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, TRACING_NAMES
 
@@ -69,7 +70,7 @@ class StaleClosureInJit(Rule):
         reported: set[str] = set()
         # Each name is looked up from the scope it is read in (a nested function's own locals
         # and parameters are its own), and counts only when bound outside the jitted function.
-        stack = [(child, scope) for child in ast.iter_child_nodes(node)]
+        stack = [(child, scope) for child in astutil.children(node)]
         while stack:
             n, here = stack.pop()
             inner = a.scopes.get(n)
@@ -84,7 +85,7 @@ class StaleClosureInJit(Rule):
                         reported.add(n.id)
                         ctx.report(self, n, func=sorted(names)[0], name=n.id, line=loop.lineno,
                                    fix=self.fix.format(name=n.id), sure=fresh)
-            stack.extend((child, here) for child in ast.iter_child_nodes(n))
+            stack.extend((child, here) for child in astutil.children(n))
 
 
 def _rebound_in_loops(scope, ctx: Ctx) -> frozenset[str]:
@@ -160,7 +161,7 @@ def _rebinding_loop(name: str, owner, fn: ast.AST, called: set[str], ctx: Ctx) -
             continue
         after = b.at if b.how == "assign" else start
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in called
-               and (n.lineno, n.col_offset) > after for n in ast.walk(loop)):
+               and (n.lineno, n.col_offset) > after for n in astutil.walk(loop)):
             fresh = b.how == "iter" or isinstance(b.value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp)) \
                 or (b.index is None and ctx.analysis.binding_kind(b, owner, True) in ("jax", "np"))
             return loop, fresh

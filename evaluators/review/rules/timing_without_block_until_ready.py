@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
 from jaxmem.evaluators.review.semantic import clocks
@@ -53,11 +54,11 @@ def _names_compilation(stmt: ast.stmt) -> bool:
     meant to time the compiling first call, which returns only after tracing and compilation."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
         stmt, (ast.AnnAssign, ast.AugAssign)) else []
-    words = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-    words += [n.value for t in targets for n in ast.walk(t) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    words = [n.id for t in targets for n in astutil.walk(t) if isinstance(n, ast.Name)]
+    words += [n.value for t in targets for n in astutil.walk(t) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     # `print("compile time:", time.time() - s)`: the label the script prints names what it times.
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        words += [n.value for n in ast.walk(stmt.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        words += [n.value for n in astutil.walk(stmt.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     # `first_call_time = time.time() - start`, `print("First call (includes JIT compilation)")`:
     # the first call is what it means to time.
     return any("compil" in w.lower() or "first" in w.lower() for w in words)
@@ -73,7 +74,7 @@ def _or_else(test: ast.AST, ctx: Ctx) -> bool:
         b = ctx.analysis.resolve(test.id, ctx.scope, pos(test))
         test = b.value if b is not None and b.how == "assign" and b.value is not None else test
     return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not all(
-        any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in ast.walk(v)) for v in test.values)
+        any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in astutil.walk(v)) for v in test.values)
 
 
 class TimingWithoutBlockUntilReady(Rule):
@@ -196,7 +197,7 @@ class TimingWithoutBlockUntilReady(Rule):
         exactly, or a compiled loop run eagerly (`jax.lax.scan(...)` outside jit compiles the
         whole loop and returns before it has run, like a jitted call)."""
         for stmt in stmts:
-            for n in ast.walk(stmt):
+            for n in astutil.walk(stmt):
                 if isinstance(n, ast.Call):
                     info = ctx.jit_info(n.func)
                     if (info is not None and info.exact) or ctx.qualname(n.func) in EAGER_LOOPS:
@@ -208,12 +209,12 @@ class TimingWithoutBlockUntilReady(Rule):
         """`end - start` somewhere in the statement (any `... - start` when `end` is None)."""
         return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.right, ast.Name)
                    and n.right.id == start and (end is None or (isinstance(n.left, ast.Name) and n.left.id == end))
-                   for n in ast.walk(stmt))
+                   for n in astutil.walk(stmt))
 
     def _reset_inside(self, stmts: list[ast.stmt], name: str, ctx: Ctx) -> bool:
         """The timer is started again inside the region (in a loop or branch)."""
         for stmt in stmts:
-            for n in ast.walk(stmt):
+            for n in astutil.walk(stmt):
                 if (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
                         and self._is_timer(n.value, ctx)):
                     return True
@@ -231,13 +232,13 @@ class TimingWithoutBlockUntilReady(Rule):
                 continue
             if isinstance(n, ast.Call) and ctx.jit_info(n.func) is not None:
                 out.add(dotted(n.func) or "function")
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(astutil.children(n))
         return out
 
     def _stop_waits(self, stmt: ast.stmt, stop: ast.AST, ctx: Ctx) -> bool:
         """The statement that reads the timer waits before it does (`print(f"{loss} {t() - t0}")`)."""
         limit = pos(stop)
-        for n in ast.walk(stmt):
+        for n in astutil.walk(stmt):
             if isinstance(n, ast.FormattedValue) and pos(n) < limit and ctx.kind(n.value) == "jax":
                 return True
             if isinstance(n, ast.Call) and pos(n) < limit and n is not stop and waits(ctx, n) and not (
@@ -256,7 +257,7 @@ class TimingWithoutBlockUntilReady(Rule):
             # Statement by statement: work queued after the last wait is still running when the
             # clock stops (`reset = env.reset(...)`, a wait, then `buffer = collect(...)`, jitted).
             st_runs = st_jitted = st_waits = False
-            for n in ast.walk(stmt):
+            for n in astutil.walk(stmt):
                 if isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax" and n not in sometimes:
                     st_waits = True
                 if not isinstance(n, ast.Call):
@@ -286,13 +287,13 @@ class TimingWithoutBlockUntilReady(Rule):
         """Nodes under `if <step> % N ...:` inside a loop of these statements."""
         out: set[ast.AST] = set()
         for stmt in stmts:
-            for loop in ast.walk(stmt):
+            for loop in astutil.walk(stmt):
                 if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
                     continue
-                for n in ast.walk(loop):
+                for n in astutil.walk(loop):
                     if isinstance(n, ast.If) and periodic_guard(n, None, ctx.analysis, ctx.scope) \
                             and not _or_else(n.test, ctx):
-                        out.update(x for part in n.body for x in ast.walk(part))
+                        out.update(x for part in n.body for x in astutil.walk(part))
         return out
 
     @staticmethod
@@ -338,7 +339,7 @@ class TimingWithoutBlockUntilReady(Rule):
         return isinstance(node, ast.Call) and ctx.qualname(node.func) in TIMERS
 
     def _elapsed(self, stmt: ast.stmt, name: str, ctx: Ctx) -> ast.AST | None:
-        for n in ast.walk(stmt):
+        for n in astutil.walk(stmt):
             if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.right, ast.Name)
                     and n.right.id == name and self._is_timer(n.left, ctx)):
                 return n

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import ENV_CALLS, describe, env_writes, in_module_code
 from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
@@ -125,7 +126,7 @@ def _calls(stmt: ast.AST):
             continue
         if isinstance(n, ast.Call):
             yield n
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(astutil.children(n))
 
 
 RULE = XlaEnvAfterBackendStart()

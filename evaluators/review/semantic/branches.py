@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, pos
 from jaxmem.evaluators.review.semantic.scopes import Scope
@@ -26,14 +27,14 @@ def periodic_guard(node: ast.AST, child: ast.AST | None = None, analysis: Analys
 def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None, depth: int) -> bool:
     if analysis is not None and scope is not None and _few_steps_test(test, analysis, scope):
         return True
-    mods = [n for n in ast.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)]
+    mods = [n for n in astutil.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)]
     if mods:
         if analysis is None or scope is None:
             return True
         return any(int_value(m.right, analysis, scope) != 1 for m in mods)
     if analysis is None or scope is None or depth > 2:
         return False
-    for n in ast.walk(test):
+    for n in astutil.walk(test):
         if isinstance(n, ast.Call) and analysis.qualname(n.func) in TIMERS:
             return True  # time-based: every few seconds, whatever the step rate
         if isinstance(n, ast.Call) and _predicate_call(n, analysis, scope):
@@ -77,10 +78,10 @@ def periodic_predicate(fn: ast.AST) -> bool:
             returns.append(n.value)
         elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             assigned[n.targets[0].id] = n.value
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(astutil.children(n))
 
     def periodic(e: ast.AST, depth: int = 0) -> bool:
-        for n in ast.walk(e):
+        for n in astutil.walk(e):
             if (isinstance(n, ast.Compare) and isinstance(n.left, ast.BinOp) and isinstance(n.left.op, ast.Mod)
                     and any(isinstance(op, ast.Eq) for op in n.ops)):
                 return True
@@ -164,7 +165,7 @@ def _attribute_counter(node: ast.AST, analysis: Analysis, scope: Scope) -> bool:
 
 
 def _added_to_on_self(fn: ast.AST):
-    for n in ast.walk(fn):
+    for n in astutil.walk(fn):
         if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Attribute) \
                 and isinstance(n.target.value, ast.Name) and n.target.value.id == "self":
             yield n.target
@@ -222,7 +223,7 @@ def under_periodic_guard_in(node: ast.AST, loop: ast.AST, analysis: Analysis, sc
         current, path = stack.pop()
         if current is node:
             return any(periodic_guard(parent, child, analysis, scope) for parent, child in zip(path, path[1:]))
-        for child in ast.iter_child_nodes(current):
+        for child in astutil.children(current):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 stack.append((child, (*path, child)))
     return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields
 from jaxmem.evaluators.review.semantic.jit_bindings import JitBindings
 from jaxmem.evaluators.review.semantic.names import (
@@ -362,7 +363,7 @@ class _Builder(JitBindings):
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
-        periodic = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node.test))
+        periodic = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in astutil.walk(node.test))
         self.guarded += periodic
         self.visit_list(node.body)
         self.guarded -= periodic

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.names import JIT_NAMES, PROPERTY_DECORATORS, dotted, keyword, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
@@ -209,7 +210,7 @@ class CallablesMixin:
                    for d in fn.decorator_list):
             return None
         scope = self.scopes.get(fn)
-        for n in ast.walk(fn):
+        for n in astutil.walk(fn):
             if isinstance(n, ast.Return) and isinstance(n.value, ast.Call) and scope is not None:
                 made = self.jit_from_call(n.value, scope)
                 if made is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.helpers import calls_one_deep, project_facts
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.scopes import Scope
@@ -29,7 +30,7 @@ def is_context_clock(a: Analysis, fn: ast.AST) -> bool:
     """A `@contextmanager` generator that reads the clock around its `yield`."""
     return (isinstance(fn, _FUNCS) and reads_clock(a, fn)
             and any((a.qualname(d) or getattr(d, "id", "")) in CONTEXT_MANAGER for d in fn.decorator_list)
-            and any(isinstance(n, ast.Yield) for n in ast.walk(fn)))
+            and any(isinstance(n, ast.Yield) for n in astutil.walk(fn)))
 
 
 def clock_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:

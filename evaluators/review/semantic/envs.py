@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.names import pos
 from jaxmem.evaluators.review.semantic.walk import At, Walk, statement_loop
 
@@ -26,12 +27,12 @@ def fed_to_host_env(ctx: Walk, values: list[ast.AST]) -> bool:
     fed = _env_step_args(loop, ctx)
     if not fed:
         return False
-    if any(isinstance(n, ast.Name) and n.id in fed for v in values for n in ast.walk(v)):
+    if any(isinstance(n, ast.Name) and n.id in fed for v in values for n in astutil.walk(v)):
         return True
     # `action: int = jnp.argmax(q).item()` then `env.step(action)`: the name the read is bound to.
     stmt = next((n for n in reversed(ctx.stack) if isinstance(n, ast.stmt)), None)
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-    return any(isinstance(n, ast.Name) and n.id in fed for t in targets for n in ast.walk(t))
+    return any(isinstance(n, ast.Name) and n.id in fed for t in targets for n in astutil.walk(t))
 
 
 def _returned_to_host_env(ctx: Walk) -> bool:
@@ -39,8 +40,8 @@ def _returned_to_host_env(ctx: Walk) -> bool:
     caller_loop, caller = scope.per_step_loop, scope.per_step_scope
     if call is None or caller_loop is None or caller is None or not _returned(ctx):
         return False
-    results = {n.id for stmt in ast.walk(caller_loop) if isinstance(stmt, ast.Assign) and stmt.value is call
-               for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    results = {n.id for stmt in astutil.walk(caller_loop) if isinstance(stmt, ast.Assign) and stmt.value is call
+               for t in stmt.targets for n in astutil.walk(t) if isinstance(n, ast.Name)}
     return bool(results & _env_step_args(caller_loop, At(ctx.analysis, caller)))
 
 
@@ -54,7 +55,7 @@ def _returned(ctx: Walk) -> bool:
             names = {t.id for t in node.targets if isinstance(t, ast.Name)}
             fn = ctx.scope.node
             return bool(names) and any(isinstance(r, ast.Return) and isinstance(r.value, ast.Name)
-                                       and r.value.id in names for r in ast.walk(fn))
+                                       and r.value.id in names for r in astutil.walk(fn))
         if isinstance(node, ast.stmt):
             return False
     return False
@@ -64,11 +65,11 @@ def _env_step_args(loop: ast.AST, ctx: Walk) -> frozenset[str]:
     memo = ctx.analysis.memo.setdefault("env_step_args", {})
     if loop not in memo:
         names: set[str] = set()
-        for n in ast.walk(loop):
+        for n in astutil.walk(loop):
             if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
                     and _host_env(n.func.value, ctx)):
                 names.update(a.id for arg in [*n.args, *(k.value for k in n.keywords)]
-                             for a in ast.walk(arg) if isinstance(a, ast.Name))
+                             for a in astutil.walk(arg) if isinstance(a, ast.Name))
         memo[loop] = frozenset(names)
     return memo[loop]
 

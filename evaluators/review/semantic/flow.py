@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import GRADIENT_APPLIERS, LOOP_TYPES, UPDATE_APPLIERS, dotted
@@ -114,7 +115,7 @@ def fed_back_calls(a: Analysis, loop: ast.AST, scope: Scope):
     for stmt in _own_assignments(loop.body):
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         written = frozenset(k for t in targets for k in _keys(t))
-        origins = [o for n in ast.walk(stmt.value) if isinstance(n, ast.Name) for o in derived.get(n.id, ())]
+        origins = [o for n in astutil.walk(stmt.value) if isinstance(n, ast.Name) for o in derived.get(n.id, ())]
         value = stmt.value.value if isinstance(stmt.value, ast.Subscript) else stmt.value
         if isinstance(value, ast.Call) and _a_step(a, value, scope):
             read = frozenset(k for arg in [*value.args, *(kw.value for kw in value.keywords)] for k in _keys(arg))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import early_return_guard
 from jaxmem.evaluators.review.semantic.model import PYTREE_PRESERVING, Analysis
 
@@ -62,7 +63,7 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
         return set()
 
     def bind(target: ast.AST, found: set[str]) -> None:
-        for n in ast.walk(target):
+        for n in astutil.walk(target):
             if isinstance(n, ast.Name) and found:
                 origin.setdefault(n.id, set()).update(found)
 
@@ -112,7 +113,7 @@ def own_nodes(fn: ast.AST):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         yield n
-        children = list(ast.iter_child_nodes(n))
+        children = list(astutil.children(n))
         if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
             children = [*n.generators, *(c for c in children if not isinstance(c, ast.comprehension))]
         stack.extend(reversed(children))
@@ -160,7 +161,7 @@ def calls_in(roots: list[ast.AST]):
             continue
         if isinstance(n, ast.Call):
             yield n
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(astutil.children(n))
 
 
 def calls_one_deep(a: Analysis, fn: ast.AST, accept, key: str, depth: int = 0) -> bool:
@@ -232,7 +233,7 @@ def runs_layers(a: Analysis, cls, fn: ast.AST) -> bool:
     if fn not in memo:
         kept = {name for name in cls.attrs if name not in cls.methods}
         layers: set[str] = set()  # loop names over a kept list (`for layer in self.layers`)
-        for n in ast.walk(fn):
+        for n in astutil.walk(fn):
             if (isinstance(n, ast.For) and isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Attribute)
                     and _self_attr(n.iter) in kept):
                 layers.add(n.target.id)

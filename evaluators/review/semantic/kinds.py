@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.names import (
     ELEMENT_KIND,
     EMPTY_CONTAINERS,
@@ -302,5 +303,5 @@ def own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
         if isinstance(n, ast.Return):
             out.append(n)
         elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, (ast.stmt, ast.excepthandler)))
+            stack.extend(c for c in astutil.children(n) if isinstance(c, (ast.stmt, ast.excepthandler)))
     return out

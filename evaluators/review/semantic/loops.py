@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import after_early_return, short_under_guard, under_periodic_guard
 from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import calls_in
@@ -85,14 +86,14 @@ def _named_for_epochs(loop: ast.AST) -> bool:
     target = getattr(loop, "target", None)
     if target is None:
         return False
-    if any(isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)):
+    if any(isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in astutil.walk(target)):
         return True
     it = getattr(loop, "iter", None)
     # Only a count of epochs (`range(num_epochs)`), never a count within one (`steps_per_epoch`)
     # and never an iterator (`for batch in epoch_batches(...)` walks the steps of one epoch).
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
         return False
-    names = [n.id if isinstance(n, ast.Name) else n.attr for a in it.args for n in ast.walk(a)
+    names = [n.id if isinstance(n, ast.Name) else n.attr for a in it.args for n in astutil.walk(a)
              if isinstance(n, (ast.Name, ast.Attribute))]
     return any(_EPOCH_COUNT.search(x.lower()) and not _WITHIN_EPOCH.search(x.lower()) for x in names)
 
@@ -275,7 +276,7 @@ def _heavy_work(ctx: Walk, roots: list[ast.AST]) -> bool:
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
                     if _device_work(ctx, list(fn.body), 1, a.scopes[fn]):
                         return True
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(astutil.children(n))
     return False
 
 def _benchmark_named(ctx: Walk, words: tuple[str, ...]) -> bool:
@@ -338,7 +339,7 @@ def _device_work(ctx: Walk, roots: list[ast.AST], depth: int, scope=None) -> boo
             return True  # `total + loss` on device arrays
         elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and a.kind(n.value, scope) == "jax":
             return True  # `x[i]`: indexing a device array is an operation per iteration
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(astutil.children(n))
     return False
 
 def _runs_steps_inside(ctx: Walk, loop: ast.AST) -> bool:
@@ -353,7 +354,7 @@ def _runs_steps_inside(ctx: Walk, loop: ast.AST) -> bool:
             memo[key] = any(
                 any(isinstance(c, ast.Call) and (ctx.jit_info(c.func) is not None
                                                  or (ctx.qualname(c.func) or "").startswith("jax."))
-                    for c in ast.walk(inner))
+                    for c in astutil.walk(inner))
                 for inner in inner_loops(getattr(loop, "body", None) or []))
     return memo[key]
 
@@ -373,15 +374,15 @@ def loop_bound(ctx: Walk, loop: ast.AST) -> frozenset[str]:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 names.add(n.id)
             if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                stack.extend(ast.iter_child_nodes(n))
+                stack.extend(astutil.children(n))
         memo[key] = frozenset(names)
     return memo[key]
 
 def loop_targets(loop: ast.AST) -> frozenset[str]:
     if isinstance(loop, (ast.For, ast.AsyncFor)):
-        return frozenset(n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name))
+        return frozenset(n.id for n in astutil.walk(loop.target) if isinstance(n, ast.Name))
     if isinstance(loop, COMPREHENSIONS):
-        return frozenset(n.id for g in loop.generators for n in ast.walk(g.target) if isinstance(n, ast.Name))
+        return frozenset(n.id for g in loop.generators for n in astutil.walk(g.target) if isinstance(n, ast.Name))
     return frozenset()
 
 def enclosing_loop_of(ctx: Walk, name: str) -> ast.AST | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.callables import CallablesMixin
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.kinds import KindsMixin
@@ -86,7 +87,7 @@ class Analysis(CallablesMixin, KindsMixin):
 
     def annotates_array(self, annotation: ast.AST) -> bool:
         return any(isinstance(n, (ast.Attribute, ast.Name)) and self.qualname(n) in ARRAY_TYPES
-                   for n in ast.walk(annotation))
+                   for n in astutil.walk(annotation))
 
     def is_jit(self, expr: ast.AST) -> bool:
         return self.qualname(expr) in JIT_NAMES
@@ -154,7 +155,7 @@ class Analysis(CallablesMixin, KindsMixin):
                         break
                     found = b[0].node
             elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.expr)):
-                stack.extend(ast.iter_child_nodes(n))
+                stack.extend(astutil.children(n))
         self._returned[fn] = found
         return found
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.envs import fed_to_host_env
 from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, replaced_state_calls, state_replacements
 from jaxmem.evaluators.review.semantic.helpers import calls_in
@@ -81,7 +82,7 @@ def compiled_alternative(a: Analysis, loop: ast.AST, scope: Scope) -> bool:
     memo = a.memo.setdefault("compiled_alternative", {})
     if loop not in memo:
         memo[loop] = False
-        for node in ast.walk(scope.node):
+        for node in astutil.walk(scope.node):
             if isinstance(node, ast.If):
                 for here, other in ((node.body, node.orelse), (node.orelse, node.body)):
                     if any(stmt is loop for stmt in here) and any(

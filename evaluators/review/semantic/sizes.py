@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import pos
 from jaxmem.evaluators.review.semantic.scopes import Scope
@@ -221,5 +222,5 @@ def _output_count(call: ast.Call, index: int, analysis: Analysis, scope: Scope, 
                 return element_count(n.value.elts[index], analysis, inner, depth + 1)
             return None
         if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.expr)):
-            stack.extend(ast.iter_child_nodes(n))
+            stack.extend(astutil.children(n))
     return None

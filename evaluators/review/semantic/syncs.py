@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.walk import Walk
@@ -43,7 +44,7 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
     """The expression waits for the device: block_until_ready, device_get, or a host read of a
     device array (float/int/bool/.item()/.tolist()/NumPy on it, printing or formatting it, an
     `if` on it), or a call of a module function whose body does one of those."""
-    for n in ast.walk(node):
+    for n in astutil.walk(node):
         if isinstance(n, (ast.If, ast.While)) and reads_condition(ctx, n.test):
             return True
         if isinstance(n, ast.Call):
@@ -142,7 +143,7 @@ def _read_earlier_in_statement(ctx: Walk, path: list[ast.AST]) -> bool:
         return False
     here = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
     ancestors = {id(n) for n in path}
-    for n in ast.walk(stmt):
+    for n in astutil.walk(stmt):
         if (isinstance(n, ast.Call) and id(n) not in ancestors
                 and (n.lineno, n.col_offset) < here and n.end_lineno is not None
                 and (n.end_lineno, n.end_col_offset) <= here and waits(ctx, n, 1)):
@@ -167,7 +168,7 @@ def _last_event(ctx: Walk, stmts: list[ast.stmt]) -> str | None:
 
 def _queues(ctx: Walk, stmt: ast.stmt) -> bool:
     """The statement queues device work: a jitted call or a JAX operation."""
-    for n in ast.walk(stmt):
+    for n in astutil.walk(stmt):
         if isinstance(n, ast.Call) and (ctx.jit_info(n.func) is not None
                                         or (ctx.qualname(n.func) or "").startswith("jax.")):
             return True
@@ -236,7 +237,7 @@ def _stop_checks(ctx: Walk, loop: ast.AST, body: list[ast.stmt]) -> frozenset[as
     for test in tests:
         if _counter_test(ctx, test):
             continue  # `if state.step > max_steps: return`: the host could count the steps itself
-        fed = [feeders[n.id] for n in ast.walk(test) if isinstance(n, ast.Name) and n.id in feeders]
+        fed = [feeders[n.id] for n in astutil.walk(test) if isinstance(n, ast.Name) and n.id in feeders]
         if fed or reads_condition(ctx, test) or waits(ctx, test, 1):
             out.add(test)
             out.update(stmt for stmts in fed for stmt in stmts)
@@ -252,15 +253,15 @@ STEP_COUNTERS = frozenset({"step", "global_step"})
 def _counter_test(ctx: Walk, test: ast.AST) -> bool:
     """A test whose only device values are step counters (`state.step > n`, `state.step[0] > n`,
     `while step < steps` with `step` returned by the jitted step)."""
-    counters = [n for n in ast.walk(test) if (isinstance(n, ast.Attribute) and n.attr in STEP_COUNTERS)
+    counters = [n for n in astutil.walk(test) if (isinstance(n, ast.Attribute) and n.attr in STEP_COUNTERS)
                 or (isinstance(n, ast.Name) and n.id in STEP_COUNTERS)]
     if not counters:
         return False
-    inside = {id(n) for c in counters for n in ast.walk(c)}
-    for n in ast.walk(test):
+    inside = {id(n) for c in counters for n in astutil.walk(c)}
+    for n in astutil.walk(test):
         if id(n) in inside or not isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
             continue
-        if ctx.kind(n) == "jax" and not any(id(c) in inside for c in ast.walk(n)):
+        if ctx.kind(n) == "jax" and not any(id(c) in inside for c in astutil.walk(n)):
             return False
     return True
 
@@ -296,7 +297,7 @@ def _host_reads_by_name(ctx: Walk, stmts: list[ast.stmt]) -> dict[str, list[ast.
     def read_by(expr: ast.AST) -> list[ast.AST] | None:
         if waits(ctx, expr, 1):
             return []
-        fed = [stmt for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id in out for stmt in out[n.id]]
+        fed = [stmt for n in astutil.walk(expr) if isinstance(n, ast.Name) and n.id in out for stmt in out[n.id]]
         return fed or None
 
     for n in _calls_and_assigns(stmts):
@@ -304,7 +305,7 @@ def _host_reads_by_name(ctx: Walk, stmts: list[ast.stmt]) -> dict[str, list[ast.
             fed = read_by(n.value)
             if fed is not None:
                 for target in n.targets:
-                    for t in ast.walk(target):
+                    for t in astutil.walk(target):
                         if isinstance(t, ast.Name):
                             out.setdefault(t.id, []).extend([*fed, n])
         elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
@@ -357,5 +358,5 @@ def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
                     if _explicit_wait(ctx, list(fn.body), a.scopes[fn], 1):
                         return True
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(astutil.children(n))
     return False

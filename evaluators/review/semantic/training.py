@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.helpers import own_nodes
 from jaxmem.evaluators.review.semantic.names import GRADIENT_TRANSFORMS, pos
 from jaxmem.evaluators.review.semantic.walk import Walk
@@ -108,12 +109,12 @@ def calls_in(fn: ast.AST, analysis) -> list[ast.Call]:
     from what the model recorded while building, instead of walking the function again."""
     scope = analysis.scopes.get(fn)
     if scope is None:
-        return [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+        return [n for n in astutil.walk(fn) if isinstance(n, ast.Call)]
     args = fn.args
     header = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
     if not isinstance(fn, ast.Lambda):
         header += fn.decorator_list
-    out = [n for h in header for n in ast.walk(h) if isinstance(n, ast.Call)]
+    out = [n for h in header for n in astutil.walk(h) if isinstance(n, ast.Call)]
     stack = [scope]
     while stack:
         s = stack.pop()
