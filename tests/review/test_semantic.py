@@ -664,3 +664,48 @@ def test_modules_imported_through_a_utility_module_of_the_tree(tmp_path):
     a = semantic.build(ast.parse(main), main.splitlines(), module="pkg.main", project=project)
     assert [fn.name for fn in a.jitted_defs] == ["step"]
     assert a.aliases["jnp"] == "jax.numpy" and a.aliases["helper"] == "pkg.common.helper"
+
+
+# ---- host callbacks in compiled loops (callbacks.py) ---------------------------------------------
+
+LOOP_BODIES = """
+import jax
+
+def log(x): pass
+
+def helper(x):
+    return x
+
+def train(state):
+    def step(carry, i):
+        def inner(c):
+            return c
+        jax.lax.cond(i > 0, lambda: helper(carry), lambda: carry)
+        return inner(carry), i
+    def once(c):
+        return c
+    return jax.lax.scan(step, state, None, 10), jax.jit(once)(state)
+"""
+
+
+def test_loop_iteration_follows_bodies_nesting_and_single_callers_not_cond_branches():
+    from jaxmem.evaluators.review.semantic import callbacks
+
+    a, tree = model(LOOP_BODIES)
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    lams = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)]
+    assert callbacks.loop_iteration(a, a.scopes[defs["step"]])  # the scan's body
+    assert callbacks.loop_iteration(a, a.scopes[defs["inner"]])  # nested in it
+    assert not callbacks.loop_iteration(a, a.scopes[defs["once"]])  # jitted, called once
+    assert not callbacks.loop_iteration(a, a.scopes[lams[0]])  # a cond branch runs when taken
+    assert not callbacks.loop_iteration(a, a.scopes[defs["log"]])  # never called
+
+
+@pytest.mark.parametrize("test, expected", [
+    ("step % every == 0", True), ("t - last >= freq", True), ("latest is None or t - latest > freq", True),
+    ("len(done) > 0", False), ("flag", False), ("t - last < freq", False),
+])
+def test_cadence_tests(test, expected):
+    from jaxmem.evaluators.review.semantic import callbacks
+
+    assert callbacks.cadence(ast.parse(test, mode="eval").body) is expected
