@@ -100,12 +100,19 @@ def review_source(source: str, filename: str = "<pasted>", *, select: Sequence[s
 
 
 def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Callable[[str], str],
-                    notes: list[Note] | None = None, project=None) -> list[Finding]:
-    """Findings for a notebook's code cells; cells that are not Python become notes."""
+                    notes: list[Note] | None = None, project=None, max_bytes: int | None = None) -> list[Finding]:
+    """Findings for a notebook's code cells; cells that are not Python become notes. `max_bytes`
+    limits the code, not the file (outputs such as embedded plots do not count)."""
     try:
         nb = notebook.load(text)
     except notebook.NotebookError as exc:
         return [engine.parse_error(path, SyntaxError(f"notebook {exc}"), [], card_url)]
+    code_bytes = len(nb.source.encode("utf-8"))
+    if max_bytes is not None and code_bytes > max_bytes:
+        if notes is not None:
+            notes.append(Note(path, f"{code_bytes / 1e6:.1f} MB of code cells is over the {max_bytes / 1e6:.1f} MB "
+                                    f"limit (max-file-size); skipped"))
+        return []
     if notes is not None:
         notes.extend(Note(path, f"cell {cell}: not Python ({why}); that cell was skipped, the others reviewed")
                      for cell, why in nb.skipped)
@@ -123,7 +130,7 @@ def _review_one(path: str, rules: Sequence[Rule], card_url, max_bytes: int,
         return [], notes
     try:
         if path.endswith(".ipynb"):
-            return review_notebook(loaded.text, path, rules, card_url, notes, project), notes
+            return review_notebook(loaded.text, path, rules, card_url, notes, project, max_bytes), notes
         return engine.check_source(loaded.text, path, rules, card_url, notes, project), notes
     except RecursionError:
         return [], [*notes, Note(path, INTERNAL + "too deeply nested to review; skipped")]

@@ -156,12 +156,20 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
     return files, notes
 
 
+# A notebook's file is mostly its outputs (embedded plots, logs): max-file-size applies to its code
+# cells (api.review_notebook), and the JSON itself may be this many times larger.
+NOTEBOOK_FILE_FACTOR = 32
+
+
 def read(path: str, max_bytes: int) -> Loaded:
     """The file's text, or a note saying why it is skipped (too big, binary, not UTF-8)."""
     try:
         size = os.path.getsize(path)
-        if size > max_bytes:
-            return Loaded(path, None, Note(path, f"{size / 1e6:.1f} MB is over the {max_bytes / 1e6:.1f} MB limit (max-file-size); skipped"))
+        limit = max_bytes * NOTEBOOK_FILE_FACTOR if path.endswith(".ipynb") else max_bytes
+        if size > limit:
+            what = "notebook file" if limit != max_bytes else "file"
+            return Loaded(path, None, Note(path, f"{size / 1e6:.1f} MB is over the {limit / 1e6:.1f} MB limit for a {what} "
+                                                 f"(max-file-size{' x ' + str(NOTEBOOK_FILE_FACTOR) if limit != max_bytes else ''}); skipped"))
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as exc:

@@ -86,6 +86,21 @@ def test_notebook_findings_point_at_cell_and_line(tmp_path: Path):
     assert f.location == f"{nb}:cell 4:4:14"
 
 
+def test_a_notebook_is_limited_by_its_code_not_its_outputs(tmp_path: Path):
+    """Embedded plots make notebooks large; max-file-size counts the code cells."""
+    doc = json.loads(_nb([("code", "import jax.numpy as jnp"),
+                          ("code", "for i in range(100):\n    x = jnp.ones(3)\n    print(float(x.sum()))")]))
+    doc["cells"][1]["outputs"] = [{"output_type": "display_data", "metadata": {},
+                                   "data": {"image/png": "A" * 3_000_000}}]  # a 3 MB plot
+    (tmp_path / "plots.ipynb").write_text(json.dumps(doc))
+    many = json.loads(_nb([("code", "x = 1\n" * 200_000)]))  # 1.2 MB of code
+    (tmp_path / "long.ipynb").write_text(json.dumps(many))
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    assert [(Path(f.path).name, f.code) for f in result.findings] == [("plots.ipynb", "JM101")]
+    notes = {Path(n.path).name: n.message for n in result.notes}
+    assert "of code cells is over the 1.0 MB limit" in notes["long.ipynb"]
+
+
 def test_suppression_comments():
     src = BAD_LOOP.replace("print(float(x.sum()))", "print(float(x.sum()))  # jaxmem: ignore[JM101]")
     assert review_source(src, show_possible=True) == []
