@@ -98,7 +98,22 @@ class GradientOutsideJit(Rule):
         scope = ctx.analysis.scopes.get(fn) if fn is not None else None
         if scope is not None and scope.jitted:  # (`traced` it is anyway: grad traces it)
             return None
+        if scope is not None and _runs_compiled(scope, ctx):
+            return None
         return f"`{ast.unparse(func)[:40]}`" if func is made else f"`{func.id}`, a `{ast.unparse(made.func)}` nobody jits,"
+
+
+def _runs_compiled(scope, ctx: Ctx) -> bool:
+    """The differentiated function hands its heavy work to a jitted callable (`pred =
+    model.batch_forward(x)` with `@jax.jit def batch_forward`): its forward and backward run as
+    compiled programs; only the few operations around that call are eager."""
+    a = ctx.analysis
+    for call in scope.calls:
+        if a.jit_info(call.func, scope) is not None:
+            return True
+        if isinstance(call.func, ast.Attribute) and call.func.attr in a.attr_jits:
+            return True
+    return False
 
 
 RULE = GradientOutsideJit()

@@ -46,6 +46,30 @@ def clock_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
     return facts is not None and facts.reads_clock and not facts.clock_context
 
 
+_WAITS = frozenset({"jax.block_until_ready", "jax.effects_barrier"})
+
+
+def _waits(a: Analysis, fn: ast.AST, depth: int = 0) -> bool:
+    if not isinstance(fn, _FUNCS):
+        return False
+    scope = a.scopes.get(fn)
+    for n in astutil.walk(fn):
+        if not isinstance(n, ast.Call):
+            continue
+        if a.qualname(n.func) in _WAITS or (isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready"):
+            return True
+        if depth == 0 and scope is not None and _waits(a, a.resolve_def(n.func, scope), 1):
+            return True
+    return False
+
+
+def waiting_clock_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
+    """A clock helper (this file's) that waits for the device before reading the time, itself or
+    one call deep: `timer.stop(name)` whose body calls `sync_and_time()`, which blocks."""
+    fn = a.resolve_def(call.func, scope)
+    return fn is not None and _waits(a, fn)
+
+
 def clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:
     """`with <expr>:` times its body: a clock context manager (local or of the tree), or an
     instance of a class whose `__enter__` and `__exit__` read the clock (`with Timer():`)."""
