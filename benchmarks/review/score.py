@@ -11,7 +11,9 @@ its findings were judged, `labels.yaml` (one entry per finding: file, cell, line
 FP | debatable, reason). Each repository is reviewed on its own with the defaults plus
 --show-possible, so both tiers are measured. Precision = TP / (TP + FP); debatable findings are
 counted apart. A case is found by a finding of a code for its kind in the same file within two
-lines (for a missing donation, anywhere in the file: the case names the jit, the finding its call).
+lines (for a missing donation, anywhere in the file: the case names the jit, the finding its call; for a
+captured constant, also anywhere in the jitted function, decorators included: the case may name the jit,
+the finding names the read).
 Unlabelled findings are counted; their locations are printed only with --list-unlabelled (never
 for a reading you have not finished reading: that is how a sealed reading stays sealed).
 """
@@ -31,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 KIND_CODES = {
     "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM105", "JM011"},
     "timing-no-block": {"JM701", "JM704"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
-    "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM014"},
+    "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM308", "JM014"},
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803"}, "python-loop-not-scan": {"JM503", "JM504"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"}, "captured-constant": {"JM302", "JM306"},
-    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM505"},
+    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM505"},
 }
 
 
@@ -59,6 +61,29 @@ def findings(reading: Path) -> list[dict]:
 def load_cases(reading: Path) -> list[dict]:
     doc = yaml.safe_load((reading / "cases.yaml").read_text(encoding="utf-8"))
     return doc["cases"] if isinstance(doc, dict) else doc
+
+
+def same_jitted_def(reading: Path, finding: dict, case: dict) -> bool:
+    """A captured constant has two ends, like a missing donation: the jitted def (its decorator
+    or `def` line, where a case often names it) and the read inside it (where the finding is). The
+    case matches a finding inside the same function, decorators included (`.py` files only)."""
+    if finding["cell"] is not None:
+        return False
+    import ast
+
+    try:
+        tree = ast.parse((reading / finding["file"]).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    best = None
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= finding["line"] <= n.end_lineno:
+            if best is None or n.lineno > best.lineno:
+                best = n
+    if best is None:
+        return False
+    first = min([best.lineno, *(d.lineno for d in best.decorator_list)])
+    return first <= case["line"] <= best.end_lineno
 
 
 def score(reading: Path, labels_path: Path | None) -> dict:
@@ -87,7 +112,8 @@ def score(reading: Path, labels_path: Path | None) -> dict:
         severity = c.get("confidence") or c.get("severity")
         for name, allowed in (("sure", {"sure"}), ("sure+possible", {"sure", "possible"})):
             hit = any(f["file"] == c["file"] and f["code"] in codes and f["confidence"] in allowed
-                      and (c["kind"] == "missing-donation" or (f["cell"] == cell and abs(f["line"] - c["line"]) <= 2))
+                      and (c["kind"] == "missing-donation" or (f["cell"] == cell and abs(f["line"] - c["line"]) <= 2)
+                           or (c["kind"] == "captured-constant" and same_jitted_def(reading, f, c)))
                       for f in found)
             recall[name][(severity, hit)] += 1
             if name == "sure+possible" and severity == "clear":

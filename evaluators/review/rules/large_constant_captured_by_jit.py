@@ -207,10 +207,16 @@ def _static_self_state(node: ast.AST, scope, parent_map, ctx: Ctx):
     if info is None or cls is None or not info.params or info.params[0] != "self" \
             or "self" not in info.static_names():
         return
-    # Re-assigned outside __init__ to arrays: a copy of parameters, a JAX or NumPy result.
-    changed = {attr for attr, bindings in cls.attrs.items()
-               if any(_method_of(cls, b.node) not in (None, "__init__") and _array_valued(b.value, ctx)
-                      for b in bindings)}
+    # Re-assigned outside __init__ to arrays: a copy of parameters, a JAX or NumPy result, what a
+    # call returns (`self.nn_params, self.loss = fit(y)`), or data the method was handed
+    # (`self.X_train = X` in `fit`): state that changes after the first trace.
+    later = {attr: [b for b in bindings if _method_of(cls, b.node) not in (None, "__init__")]
+             for attr, bindings in cls.attrs.items()}
+    arrays = {attr for attr, bs in later.items() if any(_array_valued(b.value, ctx) for b in bs)}
+    # Of unknown kind (a call's result, a name): read as data only where it is indexed, an operand,
+    # or handed to the method's own function (not as a sharding or an annotation to a JAX helper).
+    unknown = {attr for attr, bs in later.items() if any(_array_valued(b.value, ctx, loose=True) for b in bs)} - arrays
+    changed = arrays | unknown
     seen: set[str] = set()
     for n in astutil.walk(node):
         if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
@@ -222,8 +228,11 @@ def _static_self_state(node: ast.AST, scope, parent_map, ctx: Ctx):
         # network's `apply` (not a method called on an object kept on the instance).
         if isinstance(up, ast.Subscript) and up.value is n or isinstance(up, ast.BinOp) or (
                 isinstance(up, ast.Call) and n in up.args and (
-                    (ctx.qualname(up.func) or "").startswith(("jax.numpy.", "jax.lax.", "jax.nn.", "jax.tree"))
-                    or isinstance(up.func, ast.Attribute) and up.func.attr in ("apply", "apply_fn"))):
+                    n.attr not in unknown and (
+                        (ctx.qualname(up.func) or "").startswith(("jax.numpy.", "jax.lax.", "jax.nn.", "jax.tree"))
+                        or isinstance(up.func, ast.Attribute) and up.func.attr in ("apply", "apply_fn"))
+                    # handed to a function the method defines or transforms (`jax.vmap(embed)(self.nn_params, x)`)
+                    or _local_or_transformed(up.func, node, ctx))):
             seen.add(n.attr)
             yield n, n.attr
 
@@ -257,11 +266,26 @@ def _static_nnx_module(node: ast.AST, scope, ctx: Ctx) -> str | None:
     return None
 
 
-def _array_valued(value: ast.AST | None, ctx: Ctx) -> bool:
+def _array_valued(value: ast.AST | None, ctx: Ctx, loose: bool = False) -> bool:
+    """A JAX or NumPy result, a copy; `loose`: also any call's result and a plain name (data a
+    method was handed), not a constant, a container literal or a builtin's result."""
+    if loose and isinstance(value, ast.Name):
+        return True
     if not isinstance(value, ast.Call):
         return False
     q = ctx.qualname(value.func) or ""
-    return q.startswith(("jax.numpy.", "numpy.", "optax.apply_updates", "copy.deepcopy", "jax.device_put"))
+    if q.startswith(("jax.numpy.", "numpy.", "optax.apply_updates", "copy.deepcopy", "jax.device_put")):
+        return True
+    return loose and not (isinstance(value.func, ast.Name) and ctx.builtin(value.func))
+
+
+def _local_or_transformed(func: ast.AST, method: ast.AST, ctx: Ctx) -> bool:
+    """`single_embed(...)` defined in the jitted method, or `jax.vmap(f)(...)`: the argument is
+    data for traced code."""
+    if isinstance(func, ast.Call):
+        return (ctx.qualname(func.func) or "").startswith("jax.")
+    fn = ctx.analysis.resolve_def(func, ctx.analysis.scopes.get(method, ctx.scope))
+    return fn is not None and method.lineno <= fn.lineno <= getattr(method, "end_lineno", method.lineno)
 
 
 def _method_of(cls, stmt: ast.AST) -> str | None:
