@@ -186,4 +186,21 @@ def decode(path: str, data: bytes) -> Loaded:
         return Loaded(path, None, Note(path, f"not UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); skipped"))
     if not text.strip():
         return Loaded(path, text, Note(path, "empty file; nothing to review"))
+    target = _symlink_text(text)
+    if target is not None:
+        return Loaded(path, None, Note(path, f"holds only the path `{target}`: a git symbolic link checked out as a "
+                                             f"text file (core.symlinks off); skipped, the file it names is reviewed "
+                                             f"where it is"))
     return Loaded(path, text)
+
+
+_LINK = re.compile(r"^(\.{1,2}/)?[\w.\-/]+\.(py|ipynb)$")
+
+
+def _symlink_text(text: str) -> str | None:
+    """The target when the whole file is one relative path to a Python file or notebook, as git
+    writes a symbolic link where it cannot make one (`../../examples/01_walkthrough.ipynb`)."""
+    t = text.strip()
+    if "\n" in t or "/" not in t or len(t) > 300 or not _LINK.match(t):
+        return None
+    return t

@@ -101,6 +101,16 @@ def test_a_notebook_is_limited_by_its_code_not_its_outputs(tmp_path: Path):
     assert "of code cells is over the 1.0 MB limit" in notes["long.ipynb"]
 
 
+def test_a_symbolic_link_checked_out_as_text_is_a_note_not_a_parse_error(tmp_path: Path):
+    """Where git cannot make a link (core.symlinks off) it writes the target path as the file."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "walkthrough.ipynb").write_text("../examples/walkthrough.ipynb")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    assert result.findings == []
+    (note,) = [n for n in result.notes if n.path.endswith("walkthrough.ipynb")]
+    assert "symbolic link" in note.message and "../examples/walkthrough.ipynb" in note.message
+
+
 def test_suppression_comments():
     src = BAD_LOOP.replace("print(float(x.sum()))", "print(float(x.sum()))  # jaxmem: ignore[JM101]")
     assert review_source(src, show_possible=True) == []
