@@ -28,7 +28,7 @@ def test_try_repo_flags_the_sample_and_installs_no_heavy_stack(tmp_path: Path):
     sample.mkdir()
     git(sample, "init", "-q")
     # A rule whose record on unseen code shows its findings as sure (the hook shows only those).
-    shutil.copy(ROOT / "tests" / "review" / "fixtures" / "JM701" / "bad_timing.py", sample / "train.py")
+    shutil.copy(ROOT / "tests" / "review" / "fixtures" / "JM204" / "bad_removed_apis.py", sample / "train.py")
     (sample / "ok.py").write_text(CLEAN)
     git(sample, "add", "train.py", "ok.py")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("JAXMEM_", "VIRTUAL_ENV"))},
@@ -41,7 +41,7 @@ def test_try_repo_flags_the_sample_and_installs_no_heavy_stack(tmp_path: Path):
 
     bad = try_repo("train.py")
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "train.py:19:15: JM701" in bad.stdout
+    assert "train.py:7:10: JM204" in bad.stdout
     ok = try_repo("ok.py")
     assert ok.returncode == 0, ok.stdout + ok.stderr
 

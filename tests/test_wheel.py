@@ -100,10 +100,10 @@ def test_ingest_ask_review_verify_from_the_installed_wheel(venv, tmp_path):
     assert "github.com/jaxmem" not in ask.stdout
     assert answer["citations"][0]["url"].startswith("card?topic=")
 
-    shutil.copy(ROOT / "tests" / "review" / "fixtures" / "JM701" / "bad_timing.py", home / "train.py")
+    shutil.copy(ROOT / "tests" / "review" / "fixtures" / "JM204" / "bad_removed_apis.py", home / "train.py")
     review = run(venv, home, "review", "train.py", "--format", "json")
     assert review.returncode == 1, review.stderr  # findings: exit 1
-    assert {f["code"] for f in json.loads(review.stdout)["findings"]} >= {"JM701"}
+    assert {f["code"] for f in json.loads(review.stdout)["findings"]} >= {"JM204"}
 
     verify = run(venv, home, "verify", "buffer-donation", "--json", "--repeats", "1")
     assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -156,7 +156,10 @@ def write_precision(readings: list[Path]) -> Path:
     that field existed say only what was shown, `confidence`)."""
     from jaxmem.evaluators.review import registry
 
+    from jaxmem.evaluators.review import engine
+
     starts = {r.code: r.record_from for r in registry.all_rules() if r.record_from}
+    starts[engine.PARSE_ERROR_CODE] = engine.PARSE_ERROR_RECORD_FROM  # not a Rule: its restart lives there
     totals: dict[str, Counter] = defaultdict(Counter)
     names = []
     for reading in readings:

@@ -15,6 +15,9 @@ from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.walk import At
 
 PARSE_ERROR_CODE = "JM001"
+# JM001's record on unseen code restarts here (see Rule.record_from): its only wrong findings, 6 on
+# 12zb, were git symbolic links checked out as text files, now a note (inputs._symlink_text).
+PARSE_ERROR_RECORD_FROM = "unseen-2026-12zd"
 _PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 # Syntax a newer Python accepts and this one rejects: (regex on the failing line, version, what).
 _NEWER_SYNTAX = (

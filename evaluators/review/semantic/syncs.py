@@ -16,7 +16,9 @@ SYNC_BUILTINS = frozenset({"float", "int", "bool", "complex"})
 
 SYNC_METHODS = frozenset({"item", "tolist", "block_until_ready", "__array__"})
 
-SYNC_FUNCS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array"})
+# MJX's get_data / get_data_into build a host mujoco.MjData from device mjx.Data: a device->host copy.
+SYNC_FUNCS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array",
+                        "mujoco.mjx.get_data", "mujoco.mjx.get_data_into"})
 
 FORMAT_BUILTINS = frozenset({"print", "str", "repr", "format"})
 
