@@ -9,6 +9,7 @@ import ast
 import re
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic import iterations
 from jaxmem.evaluators.review.semantic.branches import after_early_return, short_under_guard, under_periodic_guard
 from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import calls_in
@@ -171,8 +172,10 @@ def not_per_step(ctx: Walk, words: tuple[str, ...] = (), sync: bool = True) -> b
     `sync`: a wait does not make a transfer or a copy free), draws a plot on every iteration
     (only for host reads: matplotlib needs the values on the host and takes far longer than the
     read), or belongs to a benchmark whose name says it measures this cost (`words`)."""
+    if iterations.in_leaving_block(ctx):
+        return True
     if ctx.per_step_body:
-        if sync and _draws(ctx, list(ctx.scope.node.body)):
+        if sync and iterations.draws(ctx, list(ctx.scope.node.body)):
             return True
         return bool(words) and _benchmark_named(ctx, words)
     if not ctx.loops:
@@ -192,7 +195,7 @@ def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
         return True
     if _report_loop(ctx, inner) or _chunked(ctx, inner):
         return True
-    if sync and _draws(ctx, list(inner.body) if isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) else []):
+    if sync and iterations.draws(ctx, list(inner.body) if isinstance(inner, (ast.For, ast.AsyncFor, ast.While)) else []):
         return True
     total = 1
     for loop in ctx.loops:
@@ -209,20 +212,6 @@ def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
     if sync and waits_every_iteration(ctx, inner):
         return True
     return bool(words) and _benchmark_named(ctx, words)
-
-# Axes and figure methods that draw: a call of one of these on every iteration is a plotting loop.
-PLOT_METHODS = frozenset({"imshow", "plot", "scatter", "contour", "contourf", "pcolormesh", "hist", "bar",
-                          "set_title", "cla", "clf", "pause", "draw", "savefig", "matshow", "quiver"})
-
-def _draws(ctx: Walk, roots: list[ast.AST]) -> bool:
-    """A call into matplotlib (`plt.imshow`, `ax.set_title(...)`) in these statements, outside
-    nested functions: the iteration renders, a host-side cost far above one device read."""
-    for n in calls_in(roots):
-        q = ctx.analysis.qualname(n.func) or ""
-        if q.startswith("matplotlib.") or (isinstance(n.func, ast.Attribute) and n.func.attr in PLOT_METHODS
-                                           and not q.startswith(("jax.", "numpy."))):
-            return True
-    return False
 
 def _chunked(ctx: Walk, loop: ast.AST) -> bool:
     """Each iteration runs a compiled loop eagerly (`state, m = jax.lax.scan(update, state, None,
