@@ -709,3 +709,32 @@ def test_cadence_tests(test, expected):
     from jaxmem.evaluators.review.semantic import callbacks
 
     assert callbacks.cadence(ast.parse(test, mode="eval").body) is expected
+
+
+# ---- statements that run every iteration (iterations.py) ------------------------------------------
+
+def test_a_block_that_ends_the_loop_runs_once_and_a_periodic_plot_is_not_every_iteration():
+    from jaxmem.evaluators.review import registry
+
+    src = textwrap.dedent("""
+        import jax, jax.numpy as jnp, numpy as np
+        import matplotlib.pyplot as plt
+
+        @jax.jit
+        def step(x):
+            return x * 0.5, jnp.sum(x)
+
+        def train(x, n):
+            for i in range(n):
+                x, loss = step(x)
+                if np.isnan(loss):
+                    print(f"nan at {i}: {loss}")
+                    break
+                if i % 100 == 0:
+                    plt.plot([1, 2])
+            return x
+    """)
+    found = engine.check_source(src, "t.py", registry.select(["JM102", "JM103"], []), lambda t: "")
+    # the NaN test reads the loss every step (the periodic plot does not hide it); the print
+    # in the block that breaks out runs once
+    assert [(f.code, f.line) for f in found] == [("JM103", 12)]
