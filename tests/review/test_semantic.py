@@ -738,3 +738,21 @@ def test_a_block_that_ends_the_loop_runs_once_and_a_periodic_plot_is_not_every_i
     # the NaN test reads the loss every step (the periodic plot does not hide it); the print
     # in the block that breaks out runs once
     assert [(f.code, f.line) for f in found] == [("JM103", 12)]
+
+
+def test_a_name_bound_to_a_transform_gives_arrays_when_called():
+    src = """
+import jax
+
+def f(x):
+    return x * 2
+
+def run(x):
+    batched = jax.vmap(f)
+    grad_f = jax.grad(lambda v: (v ** 2).sum())
+    other = len
+    return batched(x), grad_f(x), other(x)
+"""
+    assert kind(src, 11, "batched(x)") == "jax"
+    assert kind(src, 11, "grad_f(x)") == "jax"
+    assert kind(src, 11, "other(x)") is None

@@ -257,6 +257,12 @@ class KindsMixin:
             fn = self.resolve_def(func, scope)
             if isinstance(fn, _FUNCS):
                 return self.return_kind(fn, strict)
+            # `forward = jax.vmap(self.forward_pass)` ... `forward(params, x)`: the name holds a
+            # transformed function, whose calls give arrays as the inline form does.
+            b = self.resolve(func.id, scope, pos(func))
+            if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Call) \
+                    and self.qualname(b.value.func) in RETURNS_ARRAYS:
+                return "jax"
             return None
         if isinstance(func, ast.Call) and self.qualname(func.func) in RETURNS_ARRAYS:
             return "jax"  # jax.grad(f)(x), jax.vmap(f)(x)
