@@ -105,7 +105,9 @@ class JitCreatedInLoop(Rule):
         it built), not a driver (it has loops of its own: it builds once and runs the steps)."""
         scope = ctx.scope
         fn = scope.node
-        if ctx.loops or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or scope.has_loops:
+        # (A driver with loops of its own is judged in _runs_again, as the decorated form is: it
+        # builds once, unless a loop calls the driver itself, an epoch or evaluation method.)
+        if ctx.loops or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
         parent = ctx.parent
         if isinstance(parent, ast.Call) and parent.func is node:
