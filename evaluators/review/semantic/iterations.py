@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic import syncs
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.model import Analysis
@@ -77,24 +76,3 @@ def _every_iteration(ctx: Walk, stmts: list[ast.AST]) -> list[ast.AST]:
         else:
             out.append(st)
     return out
-
-
-def host_waits_each_iteration(ctx: Walk, loop: ast.AST) -> bool:
-    """Every iteration reads a device value on the host (not only under `if step % N == 0:`): the
-    host waits for the step it just queued, so nothing it does next overlaps that step."""
-    return _waits_in(ctx, list(getattr(loop, "body", None) or []))
-
-
-def _waits_in(ctx: Walk, stmts: list[ast.AST]) -> bool:
-    for st in stmts:
-        if isinstance(st, ast.If) and periodic_guard(st, None, ctx.analysis, ctx.scope):
-            if _waits_in(ctx, st.orelse):
-                return True
-        elif isinstance(st, (ast.With, ast.AsyncWith, ast.Try)):
-            blocks = [st.body, getattr(st, "orelse", []), getattr(st, "finalbody", []),
-                      *(h.body for h in getattr(st, "handlers", []))]
-            if any(_waits_in(ctx, b) for b in blocks if b):
-                return True
-        elif syncs.waits(ctx, st):
-            return True
-    return False
