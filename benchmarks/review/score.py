@@ -20,6 +20,8 @@ for a reading you have not finished reading: that is how a sealed reading stays 
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import json
 import sys
 from collections import Counter, defaultdict
@@ -63,17 +65,23 @@ def load_cases(reading: Path) -> list[dict]:
     return doc["cases"] if isinstance(doc, dict) else doc
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(path: Path) -> ast.Module | None:
+    """A vendored file's tree, parsed once for all the cases and findings that ask about it."""
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
 def same_jitted_def(reading: Path, finding: dict, case: dict) -> bool:
     """A captured constant has two ends, like a missing donation: the jitted def (its decorator
     or `def` line, where a case often names it) and the read inside it (where the finding is). The
     case matches a finding inside the same function, decorators included (`.py` files only)."""
     if finding["cell"] is not None:
         return False
-    import ast
-
-    try:
-        tree = ast.parse((reading / finding["file"]).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+    tree = _parsed(reading / finding["file"])
+    if tree is None:
         return False
     best = None
     for n in ast.walk(tree):

@@ -10,7 +10,7 @@ from jaxmem.evaluators.review import notebook, semantic
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.semantic import loops, roles
+from jaxmem.evaluators.review.semantic import iterations, loops, roles
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.walk import At
 
@@ -169,17 +169,11 @@ class _Walker:
             self.walk(stmt)
 
 
-_EXITS = frozenset({"sys.exit", "os._exit"})
-
-
 def live(stmts: list[ast.stmt], analysis) -> list[ast.stmt]:
     """The statements of a block that can run: none after one that always leaves it (`return`,
     `raise`, `break`, `continue`, or `exit()` / `sys.exit()`, which ends a script mid-file)."""
     for i, stmt in enumerate(stmts[:-1]):
-        if isinstance(stmt, (ast.Return, ast.Raise, ast.Break, ast.Continue)) or (
-                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                and (analysis.qualname(stmt.value.func) in _EXITS
-                     or isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in ("exit", "quit"))):
+        if isinstance(stmt, ast.Continue) or iterations.ends_loop(stmt, analysis):
             return stmts[:i + 1]
     return stmts
 

@@ -32,7 +32,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TRANSFER_WORDS, describe
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard
-from jaxmem.evaluators.review.semantic.loops import loop_targets, not_per_step
+from jaxmem.evaluators.review.semantic.loops import loop_bound, loop_targets, not_per_step
 from jaxmem.evaluators.review.semantic.roles import per_step_transfer
 
 CONVERTERS = frozenset({"jax.numpy.array", "jax.numpy.asarray"})
@@ -67,7 +67,7 @@ class JnpArrayFromHostInLoop(Rule):
                 # has to cross once per iteration: that is the feed, not a cost to hoist. Only the
                 # same host data converted again and again is (judged on unseen code: 0 of 18
                 # loop-dependent conversions were worth changing).
-                if _changes_per_iteration(arg, ctx.loops[-1]) and not _walks_host_collection(ctx.loops[-1], arg, ctx):
+                if _changes_per_iteration(arg, ctx.loops[-1], ctx) and not _walks_host_collection(ctx.loops[-1], arg, ctx):
                     return
                 if not self._skip(ctx):
                     ctx.report(self, node, func=q.replace("jax.numpy.", "jnp."), arg=describe(arg),
@@ -78,7 +78,7 @@ class JnpArrayFromHostInLoop(Rule):
             if not self._skip(ctx):
                 ctx.report(self, node, func="jax.device_put", arg=arg.id, sure=per_step_transfer(ctx, arg))
         elif q == PUT and isinstance(arg, (ast.Name, ast.Attribute)) and ctx.kind(arg) not in ("scalar", "scalars") \
-                and not any(_changes_per_iteration(a, ctx.loops[-1]) for a in [*node.args, *(k.value for k in node.keywords)]):
+                and not any(_changes_per_iteration(a, ctx.loops[-1], ctx) for a in [*node.args, *(k.value for k in node.keywords)]):
             # (Not where the destination changes: `[jax.device_put(x, d) for d in devices]` places
             # one copy on each device, which each needs.)
             # The same data placed again on every iteration (`imgs = device_put(self.imgs, device=GPU)`
@@ -91,10 +91,10 @@ class JnpArrayFromHostInLoop(Rule):
         return under_periodic_guard(ctx) or not_per_step(ctx, TRANSFER_WORDS, sync=False) or _feeds_batches(ctx)
 
 
-def _changes_per_iteration(arg: ast.AST, loop: ast.AST) -> bool:
+def _changes_per_iteration(arg: ast.AST, loop: ast.AST, ctx: Ctx) -> bool:
     """`arg` reads a name the loop binds (its target, an assignment in its body) or calls
     something (`next(it)`, `load(i)`): a new value each iteration."""
-    bound = {n.id for n in astutil.walk(loop) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound = loop_bound(ctx, loop)
     for n in astutil.walk(arg):
         if isinstance(n, ast.Name) and n.id in bound:
             return True
@@ -108,7 +108,7 @@ def _walks_host_collection(loop: ast.AST, arg: ast.AST, ctx: Ctx) -> bool:
     memory: the whole collection could cross in one transfer instead of one per element."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
-    targets = {n.id for n in astutil.walk(loop.target) if isinstance(n, ast.Name)}
+    targets = loop_targets(loop)
     if not any(isinstance(n, ast.Name) and n.id in targets for n in astutil.walk(arg)):
         return False
     it = loop.iter

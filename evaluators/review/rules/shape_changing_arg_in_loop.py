@@ -68,7 +68,7 @@ class ShapeChangingArgInLoop(Rule):
                 or under_periodic_guard_in(node, loop, ctx.analysis, ctx.scope):
             return
         bound = _slices_bound_in(loop)
-        varying = counters | _bound_in(loop)
+        varying = counters | loops.loop_bound(ctx, loop)
         for arg in [*node.args, *(k.value for k in node.keywords)]:
             sliced = bound.get(arg.id) if isinstance(arg, ast.Name) else arg
             counter = _changing_slice(sliced, counters, varying) if sliced is not None else None
@@ -124,15 +124,6 @@ def _changing_slice(expr: ast.AST, counters: set[str], varying: set[str]) -> str
             if counter is not None and _uses(other, varying) is None:
                 return counter
     return None
-
-
-def _bound_in(loop: ast.AST) -> set[str]:
-    """Every name the loop body binds (assignment, augmented assignment, inner loop targets)."""
-    out: set[str] = set()
-    for n in astutil.walk(loop):
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            out.add(n.id)
-    return out
 
 
 def _uses(expr: ast.AST | None, counters: set[str]) -> str | None:

@@ -48,6 +48,9 @@ from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import hands_to_converter, is_sync, waits
 
+# A label naming the compiling warm-up ("Time to jit", "warm-up"), not "jitted step" (the compiled run).
+_JIT_WORD = re.compile(r"(?<![A-Za-z])(jit|jitting|warm[- _]?up)(?![A-Za-z])", re.IGNORECASE)
+
 
 def _names_compilation(stmt: ast.stmt) -> bool:
     """`compile_time = time.time() - tic`, `timings["compilation"] = ...`, `first_call_time = ...`,
@@ -66,8 +69,6 @@ def _names_compilation(stmt: ast.stmt) -> bool:
     # warm-up (not "jitted step", which is the compiled program's run).
     return any("compil" in w.lower() or "first" in w.lower() or _JIT_WORD.search(w) for w in words)
 
-
-_JIT_WORD = re.compile(r"(?<![A-Za-z])(jit|jitting|warm[- _]?up)(?![A-Za-z])", re.IGNORECASE)
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)

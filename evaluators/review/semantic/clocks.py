@@ -49,25 +49,11 @@ def clock_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
 _WAITS = frozenset({"jax.block_until_ready", "jax.effects_barrier"})
 
 
-def _waits(a: Analysis, fn: ast.AST, depth: int = 0) -> bool:
-    if not isinstance(fn, _FUNCS):
-        return False
-    scope = a.scopes.get(fn)
-    for n in astutil.walk(fn):
-        if not isinstance(n, ast.Call):
-            continue
-        if a.qualname(n.func) in _WAITS or (isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready"):
-            return True
-        if depth == 0 and scope is not None and _waits(a, a.resolve_def(n.func, scope), 1):
-            return True
-    return False
-
-
 def waiting_clock_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
     """A clock helper (this file's) that waits for the device before reading the time, itself or
     one call deep: `timer.stop(name)` whose body calls `sync_and_time()`, which blocks."""
-    fn = a.resolve_def(call.func, scope)
-    return fn is not None and _waits(a, fn)
+    return calls_one_deep(a, a.resolve_def(call.func, scope), _WAITS.__contains__, "waits_before_clock",
+                          methods=frozenset({"block_until_ready"}))
 
 
 def clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:

@@ -164,9 +164,11 @@ def calls_in(roots: list[ast.AST]):
         stack.extend(astutil.children(n))
 
 
-def calls_one_deep(a: Analysis, fn: ast.AST, accept, key: str, depth: int = 0) -> bool:
+def calls_one_deep(a: Analysis, fn: ast.AST, accept, key: str, depth: int = 0,
+                   methods: frozenset[str] = frozenset()) -> bool:
     """The function's own statements call something whose qualified name `accept` takes (a clock,
-    a file loader), or call a local function that does; memoized in the model under `key`."""
+    a file loader) or a method named in `methods` on any receiver (`x.block_until_ready()`), or
+    call a local function that does; memoized in the model under `key`."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     memo = a.memo.setdefault(key, {})
@@ -174,9 +176,9 @@ def calls_one_deep(a: Analysis, fn: ast.AST, accept, key: str, depth: int = 0) -
         memo[fn] = False
         scope = a.scopes.get(fn)
         for n in own_calls(fn, a):
-            if accept(a.qualname(n.func)) or (
+            if accept(a.qualname(n.func)) or (isinstance(n.func, ast.Attribute) and n.func.attr in methods) or (
                     depth == 0 and scope is not None
-                    and calls_one_deep(a, a.resolve_def(n.func, scope), accept, key, 1)):
+                    and calls_one_deep(a, a.resolve_def(n.func, scope), accept, key, 1, methods)):
                 memo[fn] = True
                 break
     return memo[fn]

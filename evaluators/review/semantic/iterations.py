@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic import syncs
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.model import Analysis
@@ -25,11 +26,13 @@ def draws(ctx: Walk, roots: list[ast.AST]) -> bool:
             return True
     return False
 
+
 _EXITS = frozenset({"sys.exit", "os._exit"})
 
 
-def _leaves(stmt: ast.AST, a: Analysis) -> bool:
-    """The statement ends the loop (or the script): `break`, `return`, `raise`, `exit()`."""
+def ends_loop(stmt: ast.AST, a: Analysis) -> bool:
+    """The statement always ends the loop (or the script): `break`, `return`, `raise`, `exit()` /
+    `sys.exit()`. (With `continue`, it ends the block: engine.live.)"""
     if isinstance(stmt, (ast.Return, ast.Raise, ast.Break)):
         return True
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and (
@@ -52,27 +55,24 @@ def in_leaving_block(ctx: Walk) -> bool:
         node, child = stack[i], stack[i + 1]
         if isinstance(node, ast.If) and child is not node.test:
             block = node.body if any(child is st for st in node.body) else node.orelse
-            if any(_leaves(st, ctx.analysis) for st in block):
+            if any(ends_loop(st, ctx.analysis) for st in block):
                 return True
     return False
 
 
 def _every_iteration(ctx: Walk, stmts: list[ast.AST]) -> list[ast.AST]:
-    """The statements with the bodies of periodic `if`s left out (their `else` kept)."""
+    """What runs on every iteration of these statements: periodic `if`s left out with their
+    blocks (syncs.iteration walks the rest), and of a compound statement only its header (its
+    blocks come as statements of their own)."""
+    def periodic(st: ast.If) -> bool:
+        return periodic_guard(st, None, ctx.analysis, ctx.scope)
+
     out: list[ast.AST] = []
-    for st in stmts:
-        if isinstance(st, ast.If) and periodic_guard(st, None, ctx.analysis, ctx.scope):
-            out.extend(_every_iteration(ctx, st.orelse))
-        elif isinstance(st, (ast.If, ast.With, ast.AsyncWith, ast.Try)):
-            # the header runs every time; walk the blocks, not the node (calls_in would see them all)
-            if isinstance(st, ast.If):
-                out.append(st.test)
-            elif isinstance(st, (ast.With, ast.AsyncWith)):
-                out.extend(item.context_expr for item in st.items)
-            for field in ("body", "orelse", "finalbody"):
-                out.extend(_every_iteration(ctx, getattr(st, field, []) or []))
-            for h in getattr(st, "handlers", []):
-                out.extend(_every_iteration(ctx, h.body))
-        else:
+    for st in syncs.iteration(stmts, skip=periodic):
+        if isinstance(st, ast.If):
+            out.append(st.test)
+        elif isinstance(st, (ast.With, ast.AsyncWith)):
+            out.extend(item.context_expr for item in st.items)
+        elif not isinstance(st, ast.Try):
             out.append(st)
     return out

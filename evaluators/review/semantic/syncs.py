@@ -274,7 +274,7 @@ def _exit_ifs(ctx: Walk, stmts: list[ast.stmt]) -> list[ast.If]:
     def periodic(stmt: ast.If) -> bool:
         return periodic_guard(stmt, None, ctx.analysis, ctx.scope)
 
-    return [stmt for stmt in _iteration(stmts, skip=periodic)
+    return [stmt for stmt in iteration(stmts, skip=periodic)
             if isinstance(stmt, ast.If) and (_leaves(stmt.body) or _leaves(stmt.orelse))]
 
 
@@ -320,14 +320,14 @@ def _host_reads_by_name(ctx: Walk, stmts: list[ast.stmt]) -> dict[str, list[ast.
 
 def _calls_and_assigns(stmts: list[ast.stmt]):
     """Assignments and expression-statement calls of one iteration."""
-    for stmt in _iteration(stmts):
+    for stmt in iteration(stmts):
         if isinstance(stmt, ast.Assign):
             yield stmt
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             yield stmt.value
 
 
-def _iteration(stmts: list[ast.stmt], skip=None):
+def iteration(stmts: list[ast.stmt], skip=None):
     """The statements of one iteration in source order, through if/with/try blocks (not nested
     loops or defs, not `except` handlers); an `if` that `skip` accepts is left out with its body."""
     for stmt in stmts:
@@ -335,13 +335,13 @@ def _iteration(stmts: list[ast.stmt], skip=None):
             if skip is not None and skip(stmt):
                 continue
             yield stmt
-            yield from _iteration([*stmt.body, *stmt.orelse], skip)
+            yield from iteration([*stmt.body, *stmt.orelse], skip)
         else:
             yield stmt
             if isinstance(stmt, (ast.With, ast.AsyncWith)):
-                yield from _iteration(stmt.body, skip)
+                yield from iteration(stmt.body, skip)
             elif isinstance(stmt, ast.Try):
-                yield from _iteration([*stmt.body, *stmt.orelse, *stmt.finalbody], skip)
+                yield from iteration([*stmt.body, *stmt.orelse, *stmt.finalbody], skip)
 
 def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
     a = ctx.analysis
