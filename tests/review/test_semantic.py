@@ -756,3 +756,22 @@ def run(x):
     assert kind(src, 11, "batched(x)") == "jax"
     assert kind(src, 11, "grad_f(x)") == "jax"
     assert kind(src, 11, "other(x)") is None
+
+
+@pytest.mark.parametrize("test, expected", [
+    ("self._train_step_dbg", "debug"),
+    ("args.debug and step > 0", "debug"),
+    ("os.environ.get('APP_DEBUG') == '1'", "debug"),
+    ("train_iter.is_freq(step_freq=config.checkpoint_freq)", "cadence"),
+    ("should_save(step, cfg.save_every)", "cadence"),
+    ("weights is None", "lazy-init"),
+    ("self.cache is None and warm", "lazy-init"),
+    ("step % 100 == 0", None),        # proven periodic elsewhere, not a guess
+    ("loss > best", None),
+    ("debugger_attached", None),      # a token, not a substring
+    ("weights is not None", None),
+])
+def test_guessed_guards_name_why_a_branch_may_not_run_every_step(test, expected):
+    from jaxmem.evaluators.review.semantic.branches import guessed_guard
+
+    assert guessed_guard(ast.parse(test, mode="eval").body) == expected

@@ -73,8 +73,16 @@ class HostScalarConversionInLoop(Rule):
     # its gradients eagerly (semantic/roles.eager_steps, JM101/bad_read_in_an_eager_training_loop)
     # and an ensemble Kalman update handed forward outputs named `g`, taken for gradients
     # (roles.call_role; test_forward_outputs_named_g_do_not_prove_a_training_step). Both causes
-    # removed; restarted again.
-    record_from = "unseen-2026-12t"
+    # removed; restarted again. Its proven findings on 12t-12y's first runs: 1 right, 21 wrong.
+    # 18 of the 21 (12x) were one cause, a logging helper that returns early off the logging
+    # step (branches.early_return_guard, 87751f4, before 12z's first run); the other 3 (12v,
+    # 12w) were reads under a branch that very likely does not run every step: a debugging
+    # switch, a checkpoint predicate the model cannot see handed a cadence, a lazy
+    # initialisation (branches.guessed_guard: never proven; JM101/bad_reads_under_guessed_guards).
+    # From 12z, the first reading run after the first fix, the proven record is 22 right, 0
+    # wrong; the second fix only narrows what is proven (no finding of 12e-12ze changed but the
+    # 3 wrong ones). Restarted from 12z.
+    record_from = "unseen-2026-12z"
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body):

@@ -227,3 +227,81 @@ def under_periodic_guard_in(node: ast.AST, loop: ast.AST, analysis: Analysis, sc
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 stack.append((child, (*path, child)))
     return False
+
+
+# Words that name a cadence when they are a token of an argument's name (`step_freq=`,
+# `config.checkpoint_every`, `log_interval`).
+_CADENCE_TOKENS = frozenset({"freq", "frequency", "every", "interval", "period"})
+_DEBUG_TOKENS = frozenset({"debug", "dbg", "debugging"})
+
+
+def _tokens(text: str) -> set[str]:
+    out, word = set(), ""
+    for ch in text.lower():
+        if ch.isalnum():
+            word += ch
+        elif word:
+            out.add(word)
+            word = ""
+    if word:
+        out.add(word)
+    return out
+
+
+def _names_in(test: ast.AST) -> set[str]:
+    """The tokens of every name, attribute and string constant in a test (`self._train_step_dbg`,
+    `os.environ.get("APP_DEBUG")`)."""
+    out: set[str] = set()
+    for n in astutil.walk(test):
+        if isinstance(n, ast.Name):
+            out |= _tokens(n.id)
+        elif isinstance(n, ast.Attribute):
+            out |= _tokens(n.attr)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 64:
+            out |= _tokens(n.value)
+    return out
+
+
+def guessed_guard(test: ast.AST, analysis: Analysis | None = None, scope: Scope | None = None) -> str | None:
+    """Why a branch's body may not run on every step although nothing proves it periodic, or
+    None. Such a read is a guess, never proven:
+
+    - "debug": the test names a debugging switch (`if self._train_step_dbg:`, `if args.debug:`,
+      an environment variable such as `APP_DEBUG`): the path a performance run does not take;
+    - "cadence": the test calls a predicate the model cannot see with an argument that names a
+      cadence (`train_iter.is_freq(step_freq=config.checkpoint_freq)`): very likely `step % n`;
+    - "lazy-init": `if x is None:` initialises what later calls find set (a cache, initial
+      weights the caller passes back), so in the steady state it does not run."""
+    if _DEBUG_TOKENS & _names_in(test):
+        return "debug"
+    for n in astutil.walk(test):
+        if not isinstance(n, ast.Call):
+            continue
+        if analysis is not None and scope is not None and analysis.resolve_def(n.func, scope) is not None:
+            continue  # seen: _predicate_call has judged it
+        named = [kw.arg or "" for kw in n.keywords]
+        named += [ast.unparse(a) for a in [*n.args, *(kw.value for kw in n.keywords)]
+                  if isinstance(a, (ast.Name, ast.Attribute))]
+        if any(_CADENCE_TOKENS & _tokens(x) for x in named):
+            return "cadence"
+    tests = test.values if isinstance(test, ast.BoolOp) else [test]
+    if any(isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Is)
+           and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None for t in tests):
+        return "lazy-init"
+    return None
+
+
+def under_guessed_guard(ctx: Walk) -> str | None:
+    """The current node sits in the body of a branch `guessed_guard` names, within the innermost
+    loop (or, in a function a loop calls each step, within that function)."""
+    loop = ctx.loops[-1] if ctx.loops else None
+    stack = ctx.stack
+    for i in range(len(stack) - 2, -1, -1):
+        node = stack[i]
+        if node is loop:
+            return None
+        if isinstance(node, ast.If) and stack[i + 1] in node.body:
+            why = guessed_guard(node.test, ctx.analysis, ctx.scope)
+            if why is not None:
+                return why
+    return None

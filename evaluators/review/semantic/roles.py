@@ -27,6 +27,7 @@ import ast
 from dataclasses import dataclass
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic.branches import under_guessed_guard
 from jaxmem.evaluators.review.semantic.envs import fed_to_host_env
 from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, replaced_state_calls, state_replacements
 from jaxmem.evaluators.review.semantic.helpers import calls_in
@@ -34,7 +35,7 @@ from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, smal
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.scopes import Scope
-from jaxmem.evaluators.review.semantic.syncs import in_stop_check
+from jaxmem.evaluators.review.semantic.syncs import in_stop_check, optional_stop
 from jaxmem.evaluators.review.semantic.training import (
     applies_gradients,
     callee,
@@ -229,6 +230,8 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
     loop = statement_loop(ctx)
     if stop_check or in_stop_check(ctx, loop) or not (r.role == "train" and r.proven):
         return "possible"
+    if under_guessed_guard(ctx) is not None or optional_stop(ctx, loop):
+        return "possible"  # a debugging path, an unseen cadence test, a lazy initialisation
     if loop is not None and eager_steps(ctx, loop):
         return "possible"
     return "sure" if any(ctx.proven(v) for v in values) else "possible"

@@ -225,8 +225,36 @@ def in_stop_check(ctx: Walk, loop: ast.AST | None) -> bool:
 
 def stopped_elsewhere(ctx: Walk, loop: ast.AST | None) -> bool:
     """The iteration waits for the device in its stop check anyway: a host read elsewhere in it
-    copies a value but stalls nothing more."""
-    return loop is not None and bool(stop_checks(ctx, loop)) and not in_stop_check(ctx, loop)
+    copies a value but stalls nothing more. Not when every stop check is optional."""
+    return (loop is not None and bool(stop_checks(ctx, loop)) and not in_stop_check(ctx, loop)
+            and not optional_stop(ctx, loop))
+
+
+def optional_stop(ctx: Walk, loop: ast.AST | None) -> bool:
+    """Every stop check of the loop reads the device only when an option is on: `if
+    self.cfg.kl_threshold and kl > self.cfg.kl_threshold: break` waits on no iteration when the
+    threshold is unset, so whether the loop's other reads stall anything depends on a setting
+    the source does not fix."""
+    if loop is None:
+        return False
+    tests = [t for t in stop_checks(ctx, loop) if _is_test_of(loop, t)]
+    return bool(tests) and all(_option_first(ctx, t) for t in tests)
+
+
+def _is_test_of(loop: ast.AST, test: ast.AST) -> bool:
+    if isinstance(loop, ast.While) and test is loop.test:
+        return True
+    return any(isinstance(n, ast.If) and n.test is test for n in astutil.walk(loop))
+
+
+def _option_first(ctx: Walk, test: ast.AST) -> bool:
+    """`A and B` whose first operand reads no device value and is no name the loop rebinds: an
+    attribute of a config or of the object, a flag."""
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return False
+    first = test.values[0]
+    return (isinstance(first, (ast.Attribute, ast.Name)) and ctx.kind(first) != "jax"
+            and not waits(ctx, first, 1) and not reads_condition(ctx, first))
 
 
 def _stop_checks(ctx: Walk, loop: ast.AST, body: list[ast.stmt]) -> frozenset[ast.AST]:
