@@ -775,3 +775,44 @@ def test_guessed_guards_name_why_a_branch_may_not_run_every_step(test, expected)
     from jaxmem.evaluators.review.semantic.branches import guessed_guard
 
     assert guessed_guard(ast.parse(test, mode="eval").body) == expected
+
+
+def test_an_instance_of_a_class_of_another_file_beside_the_script_reaches_its_stored_jits(tmp_path: Path):
+    # `from dt_model import GPT` in DT/train.py means DT/dt_model.py (a script's folder is first
+    # on sys.path), even with a sibling RADT/dt_model.py; `model = GPT(cfg)` then reaches the
+    # jitted callable a method of GPT stores (`self.model_step = jax.jit(...)` in `create_fns`).
+    for folder in ("DT", "RADT"):
+        pkg = tmp_path / folder
+        pkg.mkdir()
+        (pkg / "dt_model.py").write_text(textwrap.dedent("""
+            import jax
+            class GPT:
+                def __init__(self, cfg):
+                    self.cfg = cfg
+                def create_fns(self):
+                    def model_step(state, x, train: bool):
+                        return state, x.sum()
+                    self.model_step = jax.jit(model_step, static_argnames="train")
+        """ if folder == "DT" else """
+            class GPT:
+                def model_step(self, state, x):
+                    return state, x
+        """))
+    loop = textwrap.dedent("""
+        from dt_model import GPT
+        def train(state, batches):
+            model = GPT(cfg=1)
+            for x in batches:
+                state, loss = model.model_step(state, x, train=True)
+    """)
+    (tmp_path / "DT" / "train.py").write_text(loop)
+    files = [str(tmp_path / f / "dt_model.py") for f in ("DT", "RADT")] + [str(tmp_path / "DT" / "train.py")]
+    project = Project.of_paths([str(tmp_path)], files)
+    assert project.beside("dt_model", "DT.train") == "DT.dt_model"
+    assert project.beside("dt_model", "RADT.train") == "RADT.dt_model"
+    assert project.beside("numpy", "DT.train") == "numpy"
+    a, tree = model(loop, module="DT.train", project=project)
+    info = a.jit_info(expr_at(tree, 6, "model.model_step"), scope_at(a, 6))
+    assert info is not None and info.exact is False and info.static_names() == {"train"}
+    other, tree = model(loop, module="RADT.train", project=project)  # the sibling's GPT jits nothing
+    assert other.jit_info(expr_at(tree, 6, "model.model_step"), scope_at(other, 6)) is None

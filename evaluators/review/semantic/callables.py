@@ -139,9 +139,13 @@ class CallablesMixin:
                     # A method of a class of the reviewed tree, read through the receiver's
                     # annotation: known by a declared type, not a proven value (not exact).
                     return replace(facts.jit.as_method(), exact=False)
-            recv = self.resolve(func.value.id, scope, pos(func.value))
-            if (recv is not None and recv.how == "assign" and recv.index is None and isinstance(recv.value, ast.Call)
-                    and self.qualname(recv.value.func) is not None):
+            made_by = self.constructed_class(func.value, scope)
+            if made_by is not None:
+                # `model = GPT(cfg)` of a class of another file of the tree: its jitted methods and
+                # the jitted callables its methods store (`self.model_step = jax.jit(...)`).
+                facts = self.project.function(f"{made_by}.{func.attr}") if self.project is not None else None
+                if facts is not None and facts.jit is not None:
+                    return replace(facts.jit.as_method(), exact=False)
                 return None  # `env = catch.Catch()`: an instance of a library class, not one of ours
             candidates = self.attr_jits.get(func.attr, [])
             other = self.functions.get(func.attr)

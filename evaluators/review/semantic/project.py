@@ -135,6 +135,15 @@ class Project:
                 self._words[module] = False
         return self._words[module]
 
+    def beside(self, dotted: str, importer: str | None) -> str:
+        """`from dt_model import GPT` in `DT/train.py`: a script's own folder comes first on
+        sys.path, so an absolute import of a module that sits beside the importing file means
+        that file (`DT.dt_model`), even when sibling folders hold modules of the same name."""
+        if not importer or "." not in importer or dotted in self.files:
+            return dotted
+        here = f"{importer.rpartition('.')[0]}.{dotted}"
+        return here if here in self.files else dotted
+
     def reexport(self, dotted: str, name: str) -> str | None:
         """What `from <dotted> import <name>` binds when that module of the tree imported `name`
         itself at top level (`from .common_utils import jax, jnp, functools`, where common_utils
@@ -271,6 +280,18 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 out[f"{name}.{mname}"] = FunctionFacts(
                     jit=a.jitted_defs[m], returns=a.return_kind(m), returns_strict=a.return_kind(m, True),
                     trains=trains(m, At(a, a.scopes.get(m) or scope)))
+        for attr, found in cls.attrs.items():
+            # `self.model_step = jax.jit(model_step)` in a method (`__init__`, `create_fns`): a
+            # caller in another file holding an instance (`model = GPT(cfg)`) calls compiled work.
+            jits = [b.info for b in found if b.info is not None]
+            if jits and len(jits) == len(found) and f"{name}.{attr}" not in out:
+                wrapped = jits[-1].wrapped
+                fn = a.resolve_def(wrapped, a.scopes.get(found[-1].node) or scope) if isinstance(
+                    wrapped, (ast.Name, ast.Attribute)) else wrapped
+                fn = fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else None
+                out[f"{name}.{attr}"] = FunctionFacts(
+                    jit=jits[-1], returns="jax", returns_strict="jax",
+                    trains=fn is not None and trains(fn, At(a, a.scopes.get(fn) or scope)))
         if enter is not None and leave is not None and clocks.reads_clock(a, enter) and clocks.reads_clock(a, leave):
             out[name] = FunctionFacts(None, None, None, False, clock_context=True)
     for name, bindings in scope.bindings.items():
