@@ -3,7 +3,8 @@
 What it does
     Flags `print`, logging calls, `str`/`repr`/`format`, f-strings and a tqdm bar's postfix or
     description (`bar.set_postfix(loss=loss)`, which tqdm formats with `str`) that format a JAX
-    array inside an eagerly running Python loop.
+    array inside an eagerly running Python loop, and the values of a dict handed to `wandb.log`
+    (wandb's `util.json_friendly` turns a JAX array into NumPy in the caller's thread).
 
     Sure only in a loop the semantic model proves trains (a step that replaces its own state and
     takes gradients or applies an optimizer) on a value it proves is a device array: the loss
@@ -42,6 +43,9 @@ FORMATTERS = frozenset({"print", "str", "repr", "format"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "error", "critical", "exception", "log", "write"})
 # A tqdm progress bar's text: it formats what it is handed with str() (a dict's values too).
 PROGRESS_TEXT = frozenset({"set_postfix", "set_postfix_str", "set_description", "set_description_str"})
+# Metric loggers that turn what they are handed into host numbers in the calling thread: wandb's
+# `log` serialises each value with `util.json_friendly`, which converts a JAX array to NumPy.
+METRIC_SINKS = frozenset({"wandb.log"})
 
 
 class PrintArrayInLoop(Rule):
@@ -51,16 +55,24 @@ class PrintArrayInLoop(Rule):
     severity = "warning"
     message = "formatting JAX array `{what}` in a loop forces a device->host sync and copy every iteration"
     fix = "Log every N steps (`if step % N == 0`), or collect values on device and print them once after the loop."
+    sink_message = ("`{sink}` converts JAX array `{what}` to a host value in a loop: a device->host sync and copy "
+                    "every iteration")
     node_types = (ast.Call, ast.JoinedStr)
     only_in_host_loops = True
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body):
             return
+        message = self.message
         if isinstance(node, ast.JoinedStr):
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
         elif builtin_name(ctx, node.func) in FORMATTERS or self._is_log(node.func, ctx):
             values = [*node.args, *(kw.value for kw in node.keywords)]
+        elif ctx.qualname(node.func) in METRIC_SINKS:
+            # `wandb.log({"loss": loss})`: the values of a dict handed to it
+            values = [v for a in [*node.args, *(kw.value for kw in node.keywords)] if isinstance(a, ast.Dict)
+                      for v in a.values]
+            message = self.sink_message
         elif isinstance(node.func, ast.Attribute) and node.func.attr in PROGRESS_TEXT:
             # `bar.set_postfix({"loss": loss})`, `bar.set_postfix(loss=loss)`
             values = [*node.args, *(kw.value for kw in node.keywords),
@@ -74,7 +86,8 @@ class PrintArrayInLoop(Rule):
                 if not periodic(ctx) and not not_per_step(ctx, ("print", "format", "log")):
                     how = per_step_read(ctx, [value])
                     if how is not None:
-                        ctx.report(self, node, what=describe(value), sure=how == "sure")
+                        ctx.report(self, node, message=message, what=describe(value), sink="wandb.log",
+                                   sure=how == "sure")
                 return
 
     @staticmethod
