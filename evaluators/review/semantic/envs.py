@@ -67,7 +67,7 @@ def _env_step_args(loop: ast.AST, ctx: Walk) -> frozenset[str]:
         names: set[str] = set()
         for n in astutil.walk(loop):
             if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
-                    and _host_env(n.func.value, ctx)):
+                    and (_host_env(n.func.value, ctx) or _hands_host_values(n, ctx))):
                 names.update(a.id for arg in [*n.args, *(k.value for k in n.keywords)]
                              for a in astutil.walk(arg) if isinstance(a, ast.Name))
         memo[loop] = frozenset(names)
@@ -88,3 +88,17 @@ def _host_env(expr: ast.AST, ctx: Walk) -> bool:
     fn = a.resolve_def(value.func, ctx.scope) if isinstance(value, ast.Call) else None
     returns = getattr(fn, "returns", None)
     return returns is not None and (a.qualname(returns) or "").startswith(HOST_ENV_MAKERS)
+
+
+HOST_CONVERSIONS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
+
+
+def _hands_host_values(call: ast.Call, ctx: Walk) -> bool:
+    """`env.step(np.asarray(actions))`: the code converts the argument to the host right at the
+    call, so whatever `env` is, its step takes host values (a NumPy simulator of the project)."""
+    a = ctx.analysis
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(arg, ast.Call) and (a.qualname(arg.func) in HOST_CONVERSIONS or (
+                isinstance(arg.func, ast.Attribute) and arg.func.attr in ("tolist", "item") and not arg.args)):
+            return True
+    return False
