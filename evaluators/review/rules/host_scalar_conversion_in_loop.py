@@ -67,7 +67,7 @@ class HostScalarConversionInLoop(Rule):
     # findings on 12j-12q's first runs: 11 right, 8 wrong; 5 of the 8 were one cause, reads that
     # decide whether the loop goes on (a convergence test, `if float(val) < tol: break`), which
     # the model now knows as stop checks (never proven, and the loop's other reads free:
-    # semantic/syncs.stop_checks, JM101/clean_reads_beside_a_stop_check); 2 more (a read of an
+    # semantic/stops.stop_checks, JM101/clean_reads_beside_a_stop_check); 2 more (a read of an
     # action for env.step, a second read in one statement) were removed before. Restarted from
     # 12r. Its proven findings on 12r-12s's first runs: 2 right, 2 wrong: a 100-step loop taking
     # its gradients eagerly (semantic/roles.eager_steps, JM101/bad_read_in_an_eager_training_loop)

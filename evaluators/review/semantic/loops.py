@@ -24,12 +24,8 @@ from jaxmem.evaluators.review.semantic.names import (
 )
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
-from jaxmem.evaluators.review.semantic.syncs import (
-    SYNC_METHODS,
-    stopped_elsewhere,
-    waited_before,
-    waits_every_iteration,
-)
+from jaxmem.evaluators.review.semantic.stops import stopped_elsewhere
+from jaxmem.evaluators.review.semantic.syncs import SYNC_METHODS, waited_before, waits_every_iteration
 from jaxmem.evaluators.review.semantic.training import callee, one_step_def, takes_gradients, trains
 from jaxmem.evaluators.review.semantic.walk import Walk
 

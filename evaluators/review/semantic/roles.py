@@ -35,7 +35,7 @@ from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, smal
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.scopes import Scope
-from jaxmem.evaluators.review.semantic.syncs import in_stop_check, optional_stop
+from jaxmem.evaluators.review.semantic.stops import in_stop_check, optional_stop
 from jaxmem.evaluators.review.semantic.training import (
     applies_gradients,
     callee,

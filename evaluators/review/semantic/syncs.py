@@ -67,11 +67,23 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
                 return True
             if q is not None and q.startswith("numpy.") and any(ctx.kind(x) == "jax" for x in n.args):
                 return True
+            if q is not None and q.startswith("scipy.") and any(_jax_callable(ctx, x) for x in n.args):
+                return True  # `odeint(lambda s, t: f(s, u), ...)`: SciPy turns what f returns into NumPy
             if builtin_name(ctx, func) in SYNC_BUILTINS and n.args and ctx.kind(n.args[0]) == "jax":
                 return True
         elif isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
             return True
     return False
+
+def _jax_callable(ctx: Walk, expr: ast.AST) -> bool:
+    """A lambda, or a function of this file, that queues device work: handed to a SciPy routine
+    (an ODE solver, an optimizer), it is called there and its results are converted to NumPy
+    before the routine returns."""
+    if isinstance(expr, ast.Lambda):
+        return _queues(ctx, expr.body)
+    fn = ctx.analysis.resolve_def(expr, ctx.scope) if isinstance(expr, ast.Name) else None
+    return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_queues(ctx, st) for st in fn.body)
+
 
 def _calls_waiting_function(ctx: Walk, call: ast.Call) -> bool:
     """A module function (not traced) whose own statements wait for the device."""
@@ -133,7 +145,35 @@ def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
                     return last == "wait"
         if isinstance(parent, ast.If) and child is not parent.test and reads_condition(ctx, parent.test):
             return True  # in a branch of `if nbrs.did_buffer_overflow:`: the test already waited
+    # `for k in history: history[k].append(float(metrics[k]))` right after a wait: an inner loop
+    # that queues no device work of its own reads what the outer iteration already waited for.
+    outer = [l for l in ctx.loops if l is not loop]
+    if outer and loop in ctx.loops and _only_copies(ctx, loop):
+        return waited_before(ctx, outer[-1])
     return False
+
+
+# What an inner loop that only copies results may call besides host reads: container methods.
+_CONTAINER_METHODS = frozenset({"append", "extend", "update", "setdefault", "add", "items", "keys", "values", "get"})
+
+
+def _only_copies(ctx: Walk, loop: ast.AST) -> bool:
+    """An inner loop that does nothing with device values but read them into host containers:
+    every call is a host read, a builtin or a container method, and no operator touches a
+    device value (`(d < eps).any()`, `x[k] * 2` queue work of their own)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    for n in astutil.walk(loop):
+        if isinstance(n, ast.Call):
+            func = n.func
+            if is_sync(ctx, n) or builtin_name(ctx, func) is not None:
+                continue
+            if isinstance(func, ast.Attribute) and func.attr in _CONTAINER_METHODS and ctx.kind(func.value) != "jax":
+                continue
+            return False
+        if isinstance(n, (ast.BinOp, ast.Compare, ast.UnaryOp, ast.If, ast.While)):
+            return False
+    return True
 
 
 def _read_earlier_in_statement(ctx: Walk, path: list[ast.AST]) -> bool:
@@ -189,6 +229,8 @@ def is_sync(ctx: Walk, node: ast.AST) -> bool:
         return True
     if q is not None and q.startswith("numpy.") and any(ctx.kind(a) == "jax" for a in node.args):
         return True
+    if q is not None and q.startswith("scipy.") and any(_jax_callable(ctx, a) for a in node.args):
+        return True
     name = builtin_name(ctx, func)
     return name in SYNC_BUILTINS or name == "print"
 
@@ -198,161 +240,6 @@ def waits_every_iteration(ctx: Walk, loop: ast.AST) -> bool:
     if loop not in memo:
         memo[loop] = _explicit_wait(ctx, list(getattr(loop, "body", None) or []), ctx.scope, 0)
     return memo[loop]
-
-
-def stop_checks(ctx: Walk, loop: ast.AST) -> frozenset[ast.AST]:
-    """What decides, on every iteration, whether the loop goes on from a device value read on
-    the host: the tests (`if float(val) < tol: break`, `while err > tol:`) and the statements
-    that read the values they test (`gnorm = float(state.error)`, `history.append(float(v))`
-    before `if converged(history[-1], gnorm): break`). Empty when there is none. Such a loop
-    cannot dispatch its next step before the device answers; tests under a periodic guard
-    (`if step % 100 == 0`) stop only every N steps, a `raise` guard is a check rather than what
-    the loop computes, and a step counter (`state.step > n`) the host could count itself."""
-    memo = ctx.memo.setdefault("stop_checks", {})
-    if loop not in memo:
-        memo[loop] = _stop_checks(ctx, loop, list(getattr(loop, "body", None) or []))
-    return memo[loop]
-
-
-def in_stop_check(ctx: Walk, loop: ast.AST | None) -> bool:
-    """The current node is (part of) one of the loop's stop checks."""
-    checks = stop_checks(ctx, loop) if loop is not None else frozenset()
-    if not checks:
-        return False
-    here = ctx.stack[-1] if ctx.stack else None
-    return getattr(here, "test", None) in checks or any(n in checks for n in ctx.stack)
-
-
-def stopped_elsewhere(ctx: Walk, loop: ast.AST | None) -> bool:
-    """The iteration waits for the device in its stop check anyway: a host read elsewhere in it
-    copies a value but stalls nothing more. Not when every stop check is optional."""
-    return (loop is not None and bool(stop_checks(ctx, loop)) and not in_stop_check(ctx, loop)
-            and not optional_stop(ctx, loop))
-
-
-def optional_stop(ctx: Walk, loop: ast.AST | None) -> bool:
-    """Every stop check of the loop reads the device only when an option is on: `if
-    self.cfg.kl_threshold and kl > self.cfg.kl_threshold: break` waits on no iteration when the
-    threshold is unset, so whether the loop's other reads stall anything depends on a setting
-    the source does not fix."""
-    if loop is None:
-        return False
-    tests = [t for t in stop_checks(ctx, loop) if _is_test_of(loop, t)]
-    return bool(tests) and all(_option_first(ctx, t) for t in tests)
-
-
-def _is_test_of(loop: ast.AST, test: ast.AST) -> bool:
-    if isinstance(loop, ast.While) and test is loop.test:
-        return True
-    return any(isinstance(n, ast.If) and n.test is test for n in astutil.walk(loop))
-
-
-def _option_first(ctx: Walk, test: ast.AST) -> bool:
-    """`A and B` whose first operand reads no device value and is no name the loop rebinds: an
-    attribute of a config or of the object, a flag."""
-    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
-        return False
-    first = test.values[0]
-    return (isinstance(first, (ast.Attribute, ast.Name)) and ctx.kind(first) != "jax"
-            and not waits(ctx, first, 1) and not reads_condition(ctx, first))
-
-
-def _stop_checks(ctx: Walk, loop: ast.AST, body: list[ast.stmt]) -> frozenset[ast.AST]:
-    tests = [loop.test] if isinstance(loop, ast.While) else []
-    tests += [stmt.test for stmt in _exit_ifs(ctx, body)]
-    if not tests:
-        return frozenset()
-    feeders = _host_reads_by_name(ctx, body)
-    out: set[ast.AST] = set()
-    for test in tests:
-        if _counter_test(ctx, test):
-            continue  # `if state.step > max_steps: return`: the host could count the steps itself
-        fed = [feeders[n.id] for n in astutil.walk(test) if isinstance(n, ast.Name) and n.id in feeders]
-        if fed or reads_condition(ctx, test) or waits(ctx, test, 1):
-            out.add(test)
-            out.update(stmt for stmts in fed for stmt in stmts)
-    return frozenset(out)
-
-
-# The step count a train state carries (Flax's TrainState.step), or a step number a jitted step
-# returns: a stop test on it reads the device for a number the host loop could count itself, a
-# cost to remove rather than a need.
-STEP_COUNTERS = frozenset({"step", "global_step"})
-
-
-def _counter_test(ctx: Walk, test: ast.AST) -> bool:
-    """A test whose only device values are step counters (`state.step > n`, `state.step[0] > n`,
-    `while step < steps` with `step` returned by the jitted step)."""
-    counters = [n for n in astutil.walk(test) if (isinstance(n, ast.Attribute) and n.attr in STEP_COUNTERS)
-                or (isinstance(n, ast.Name) and n.id in STEP_COUNTERS)]
-    if not counters:
-        return False
-    inside = {id(n) for c in counters for n in astutil.walk(c)}
-    for n in astutil.walk(test):
-        if id(n) in inside or not isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
-            continue
-        if ctx.kind(n) == "jax" and not any(id(c) in inside for c in astutil.walk(n)):
-            return False
-    return True
-
-
-def _exit_ifs(ctx: Walk, stmts: list[ast.stmt]) -> list[ast.If]:
-    """The `if` statements of one iteration (not periodic guards, nor what they hold) whose
-    branch leaves the loop with its result: break or return."""
-    def periodic(stmt: ast.If) -> bool:
-        return periodic_guard(stmt, None, ctx.analysis, ctx.scope)
-
-    return [stmt for stmt in iteration(stmts, skip=periodic)
-            if isinstance(stmt, ast.If) and (_leaves(stmt.body) or _leaves(stmt.orelse))]
-
-
-def _leaves(stmts: list[ast.stmt]) -> bool:
-    for stmt in stmts:
-        if isinstance(stmt, (ast.Break, ast.Return)):
-            return True  # not `raise`: a guard against NaNs is a check, not what the loop computes
-        if isinstance(stmt, ast.If) and (_leaves(stmt.body) or _leaves(stmt.orelse)):
-            return True
-        if isinstance(stmt, (ast.With, ast.AsyncWith, ast.Try)) and _leaves(stmt.body):
-            return True
-    return False
-
-
-def _host_reads_by_name(ctx: Walk, stmts: list[ast.stmt]) -> dict[str, list[ast.AST]]:
-    """Names this iteration binds to a host read (`gnorm = float(state.error)`) or to a value
-    computed from such names (`d = jax.device_get(diag(state))`, then `ok, why = stable(d)`), or
-    appends a host read to (`history.append(float(state.value))`), outside nested loops and
-    defs, with the statements (or calls) that read the device for them."""
-    out: dict[str, list[ast.AST]] = {}
-
-    def read_by(expr: ast.AST) -> list[ast.AST] | None:
-        if waits(ctx, expr, 1):
-            return []
-        fed = [stmt for n in astutil.walk(expr) if isinstance(n, ast.Name) and n.id in out for stmt in out[n.id]]
-        return fed or None
-
-    for n in _calls_and_assigns(stmts):
-        if isinstance(n, ast.Assign):
-            fed = read_by(n.value)
-            if fed is not None:
-                for target in n.targets:
-                    for t in astutil.walk(target):
-                        if isinstance(t, ast.Name):
-                            out.setdefault(t.id, []).extend([*fed, n])
-        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
-              and isinstance(n.func.value, ast.Name) and n.args and waits(ctx, n.args[0], 1)):
-            # Only a read appended as it is: a record built of several names (`hist.append({...})`)
-            # holds fields the test may never look at.
-            out.setdefault(n.func.value.id, []).append(n)
-    return out
-
-
-def _calls_and_assigns(stmts: list[ast.stmt]):
-    """Assignments and expression-statement calls of one iteration."""
-    for stmt in iteration(stmts):
-        if isinstance(stmt, ast.Assign):
-            yield stmt
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            yield stmt.value
 
 
 def iteration(stmts: list[ast.stmt], skip=None):
