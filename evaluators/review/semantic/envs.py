@@ -94,10 +94,15 @@ HOST_CONVERSIONS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
 
 
 def _hands_host_values(call: ast.Call, ctx: Walk) -> bool:
-    """`env.step(np.asarray(actions))`: the code converts the argument to the host right at the
-    call, so whatever `env` is, its step takes host values (a NumPy simulator of the project)."""
+    """`env.step(np.asarray(actions))`: the code converts the argument to the host at the call
+    (or binds the conversion to the name it hands over), so whatever `env` is, its step takes
+    host values (a NumPy simulator of the project)."""
     a = ctx.analysis
     for arg in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(arg, ast.Name):
+            # `action_np = np.array(out.action)` then `env.step(state, action_np)`
+            b = a.resolve(arg.id, ctx.scope, pos(arg))
+            arg = b.value if b is not None and b.how == "assign" and b.index is None else arg
         if isinstance(arg, ast.Call) and (a.qualname(arg.func) in HOST_CONVERSIONS or (
                 isinstance(arg.func, ast.Attribute) and arg.func.attr in ("tolist", "item") and not arg.args)):
             return True

@@ -24,7 +24,8 @@ LIBRARIES = ("jax.", "numpy.", "math.", "scipy.", "flax.", "optax.", "haiku.", "
 def replaced_state_calls(a: Analysis, loop: ast.AST, scope: Scope):
     """(call, names) for each call in the loop's own statements whose result replaces one of its
     arguments: directly (`s = f(s, x)`, `s, m = f(s)`, `s = f(s)[0]`) or through a name bound to
-    the result (`out = f(s)` then `s = out.state`, `s, m = out`, `s = out["state"]`). Only state
+    the result (`out = f(s)` then `s = out.state`, `s, m = out`, `s = out["state"]`; `new_s, loss =
+    f(s)` then `s = new_s`, also only on some paths: `if not eval: s = new_s`). Only state
     the loop carries counts: a name whose value at the call comes from the previous iteration
     (not the loop target, not bound earlier in the same iteration: `batch = reshard(batch)` on a
     fresh batch transforms data, it carries nothing)."""
@@ -83,9 +84,12 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                 if carried:
                     yield call, carried
                 else:
+                    # `out = f(s)`, also `new_state, loss = f(s)`: each name bound to a result
                     for t in targets:
-                        if isinstance(t, ast.Name):
-                            results[t.id] = (call, read - fresh)
+                        for n in ([t] if isinstance(t, ast.Name) else t.elts if isinstance(t, (ast.Tuple, ast.List))
+                                  else []):
+                            if isinstance(n, ast.Name):
+                                results[n.id] = (call, read - fresh)
         else:
             # `s = out.state`, `s = out["s"]`, and `s, n = s_, n_` (the results renamed at once)
             for part in value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]:
