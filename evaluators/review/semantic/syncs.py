@@ -235,7 +235,9 @@ def is_sync(ctx: Walk, node: ast.AST) -> bool:
     return name in SYNC_BUILTINS or name == "print"
 
 def waits_every_iteration(ctx: Walk, loop: ast.AST) -> bool:
-    """The loop body blocks on the device by design: another host read adds no stall."""
+    """The loop body blocks on the device by design (`block_until_ready`, or a host environment
+    stepped with values copied off the device), in its statements or a function of this file it
+    calls: another host read adds no stall."""
     memo = ctx.memo.setdefault("waits_every_iteration", {})
     if loop not in memo:
         memo[loop] = _explicit_wait(ctx, list(getattr(loop, "body", None) or []), ctx.scope, 0)
@@ -258,6 +260,22 @@ def iteration(stmts: list[ast.stmt], skip=None):
             elif isinstance(stmt, ast.Try):
                 yield from iteration([*stmt.body, *stmt.orelse, *stmt.finalbody], skip)
 
+# Conversions whose result is handed to an environment's step: the simulator needs host values.
+_TO_HOST = frozenset({"jax.device_get", "numpy.asarray", "numpy.array"})
+
+
+def _host_env_step(a, call: ast.Call) -> bool:
+    """`envs.step(device_get(action))`: an environment stepped on the host with a value copied off
+    the device for it. The copy is needed, so the iteration (a rollout) waits by design."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "step"):
+        return False
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(arg, ast.Call) and (a.qualname(arg.func) in _TO_HOST or (
+                isinstance(arg.func, ast.Attribute) and arg.func.attr in ("item", "tolist") and not arg.args)):
+            return True
+    return False
+
+
 def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
     a = ctx.analysis
     stack = list(roots)
@@ -269,6 +287,8 @@ def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
             if isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready":
                 return True
             if a.qualname(n.func) in EXPLICIT_WAITS:
+                return True
+            if _host_env_step(a, n):
                 return True
             if depth == 0 and a.qualname(n.func) is None:
                 fn = a.resolve_def(n.func, scope)
