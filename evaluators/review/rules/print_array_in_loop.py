@@ -63,12 +63,12 @@ class PrintArrayInLoop(Rule):
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body):
             return
-        message = self.message
+        message, sink = self.message, None
         if isinstance(node, ast.JoinedStr):
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
         elif builtin_name(ctx, node.func) in FORMATTERS or self._is_log(node.func, ctx):
             values = [*node.args, *(kw.value for kw in node.keywords)]
-        elif ctx.qualname(node.func) in METRIC_SINKS:
+        elif (sink := ctx.qualname(node.func)) in METRIC_SINKS:
             # `wandb.log({"loss": loss})`: the values of a dict handed to it
             values = [v for a in [*node.args, *(kw.value for kw in node.keywords)] if isinstance(a, ast.Dict)
                       for v in a.values]
@@ -86,7 +86,7 @@ class PrintArrayInLoop(Rule):
                 if not periodic(ctx) and not not_per_step(ctx, ("print", "format", "log")):
                     how = per_step_read(ctx, [value])
                     if how is not None:
-                        ctx.report(self, node, message=message, what=describe(value), sink="wandb.log",
+                        ctx.report(self, node, message=message, what=describe(value), sink=sink,
                                    sure=how == "sure")
                 return
 

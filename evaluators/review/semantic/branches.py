@@ -4,6 +4,7 @@ that run on one or a few steps only: `if step == start_step:`, `if i < 3:` on a 
 from __future__ import annotations
 
 import ast
+import re
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.model import Analysis
@@ -174,16 +175,22 @@ def _added_to_on_self(fn: ast.AST):
 TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "timeit.default_timer"})
 
 
-def under_periodic_guard(ctx: Walk) -> bool:
-    """Inside the body of `if step % N == 0:` within the innermost loop."""
+def _branches_up_to_loop(ctx: Walk):
+    """The `if` statements whose body (not `else:`) holds the current node, innermost first, up to
+    the innermost loop (in a function a loop calls each step: up to the function)."""
     loop = ctx.loops[-1] if ctx.loops else None
     stack = ctx.stack
     for i in range(len(stack) - 2, -1, -1):
-        if stack[i] is loop:
-            return False
-        if periodic_guard(stack[i], stack[i + 1], ctx.analysis, ctx.scope):
-            return True
-    return False
+        node = stack[i]
+        if node is loop:
+            return
+        if isinstance(node, ast.If) and stack[i + 1] in node.body:
+            yield node
+
+
+def under_periodic_guard(ctx: Walk) -> bool:
+    """Inside the body of `if step % N == 0:` within the innermost loop."""
+    return any(periodic_guard(node, None, ctx.analysis, ctx.scope) for node in _branches_up_to_loop(ctx))
 
 def short_under_guard(ctx: Walk) -> bool:
     """`if step % N == 0:` around a short inner loop: `for split, ds in eval_sets.items()` over
@@ -233,19 +240,12 @@ def under_periodic_guard_in(node: ast.AST, loop: ast.AST, analysis: Analysis, sc
 # `config.checkpoint_every`, `log_interval`).
 _CADENCE_TOKENS = frozenset({"freq", "frequency", "every", "interval", "period"})
 _DEBUG_TOKENS = frozenset({"debug", "dbg", "debugging"})
+_WORD = re.compile(r"[^\W_]+")
 
 
 def _tokens(text: str) -> set[str]:
-    out, word = set(), ""
-    for ch in text.lower():
-        if ch.isalnum():
-            word += ch
-        elif word:
-            out.add(word)
-            word = ""
-    if word:
-        out.add(word)
-    return out
+    """`self._train_step_dbg` -> {"self", "train", "step", "dbg"}."""
+    return set(_WORD.findall(text.lower()))
 
 
 def _names_in(test: ast.AST) -> set[str]:
@@ -294,14 +294,8 @@ def guessed_guard(test: ast.AST, analysis: Analysis | None = None, scope: Scope 
 def under_guessed_guard(ctx: Walk) -> str | None:
     """The current node sits in the body of a branch `guessed_guard` names, within the innermost
     loop (or, in a function a loop calls each step, within that function)."""
-    loop = ctx.loops[-1] if ctx.loops else None
-    stack = ctx.stack
-    for i in range(len(stack) - 2, -1, -1):
-        node = stack[i]
-        if node is loop:
-            return None
-        if isinstance(node, ast.If) and stack[i + 1] in node.body:
-            why = guessed_guard(node.test, ctx.analysis, ctx.scope)
-            if why is not None:
-                return why
+    for node in _branches_up_to_loop(ctx):
+        why = guessed_guard(node.test, ctx.analysis, ctx.scope)
+        if why is not None:
+            return why
     return None

@@ -139,7 +139,7 @@ class CallablesMixin:
                     # A method of a class of the reviewed tree, read through the receiver's
                     # annotation: known by a declared type, not a proven value (not exact).
                     return replace(facts.jit.as_method(), exact=False)
-            made_by = self.constructed_class(func.value, scope)
+            made_by = self.constructor_of(func.value, scope)
             if made_by is not None:
                 # `model = GPT(cfg)` of a class of another file of the tree: its jitted methods and
                 # the jitted callables its methods store (`self.model_step = jax.jit(...)`).

@@ -12,6 +12,7 @@ import ast
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.names import pos
+from jaxmem.evaluators.review.semantic.syncs import host_conversion
 from jaxmem.evaluators.review.semantic.walk import At, Walk, statement_loop
 
 HOST_ENV_MAKERS = ("gym.", "gymnasium.", "envpool.", "dm_control.", "procgen.")
@@ -90,9 +91,6 @@ def _host_env(expr: ast.AST, ctx: Walk) -> bool:
     return returns is not None and (a.qualname(returns) or "").startswith(HOST_ENV_MAKERS)
 
 
-HOST_CONVERSIONS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
-
-
 def _hands_host_values(call: ast.Call, ctx: Walk) -> bool:
     """`env.step(np.asarray(actions))`: the code converts the argument to the host at the call
     (or binds the conversion to the name it hands over), so whatever `env` is, its step takes
@@ -103,7 +101,6 @@ def _hands_host_values(call: ast.Call, ctx: Walk) -> bool:
             # `action_np = np.array(out.action)` then `env.step(state, action_np)`
             b = a.resolve(arg.id, ctx.scope, pos(arg))
             arg = b.value if b is not None and b.how == "assign" and b.index is None else arg
-        if isinstance(arg, ast.Call) and (a.qualname(arg.func) in HOST_CONVERSIONS or (
-                isinstance(arg.func, ast.Attribute) and arg.func.attr in ("tolist", "item") and not arg.args)):
+        if host_conversion(a, arg):
             return True
     return False

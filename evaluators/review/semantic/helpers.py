@@ -219,7 +219,7 @@ def tree_facts(a: Analysis, func: ast.AST, scope):
             if facts is not None:
                 return facts
         return None
-    typed = a.annotated_class(recv, scope) or a.constructed_class(recv, scope)
+    typed = a.annotated_class(recv, scope)
     return a.project.function(f"{typed}.{func.attr}") if typed else None
 
 

@@ -189,14 +189,6 @@ class Analysis(CallablesMixin, KindsMixin):
                 return cls
         return None
 
-    def constructed_class(self, recv: ast.Name, scope: Scope) -> str | None:
-        """`tracker = MetricTracker(...)` with the class imported from another file: the class's
-        qualified name, where that constructor call is the one binding that reaches `recv`."""
-        b = self.resolve(recv.id, scope, pos(recv))
-        if b is None or b.how != "assign" or b.index is not None or not isinstance(b.value, ast.Call):
-            return None
-        return self.qualname(b.value.func)
-
     def from_import(self, base: str, name: str) -> str:
         """What `from base import name` binds: `base.name`, or, where `base` is a module of the
         reviewed tree that imported `name` itself (`from .utils import jax, jnp`), that module."""

@@ -285,13 +285,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             # caller in another file holding an instance (`model = GPT(cfg)`) calls compiled work.
             jits = [b.info for b in found if b.info is not None]
             if jits and len(jits) == len(found) and f"{name}.{attr}" not in out:
-                wrapped = jits[-1].wrapped
-                fn = a.resolve_def(wrapped, a.scopes.get(found[-1].node) or scope) if isinstance(
-                    wrapped, (ast.Name, ast.Attribute)) else wrapped
-                fn = fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else None
-                out[f"{name}.{attr}"] = FunctionFacts(
-                    jit=jits[-1], returns="jax", returns_strict="jax",
-                    trains=fn is not None and trains(fn, At(a, a.scopes.get(fn) or scope)))
+                out[f"{name}.{attr}"] = _jit_facts(a, jits[-1], scope)
         if enter is not None and leave is not None and clocks.reads_clock(a, enter) and clocks.reads_clock(a, leave):
             out[name] = FunctionFacts(None, None, None, False, clock_context=True)
     for name, bindings in scope.bindings.items():
@@ -309,14 +303,23 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:
-            wrapped = b.info.wrapped
-            fn = a.resolve_def(wrapped, scope) if isinstance(wrapped, (ast.Name, ast.Attribute)) else wrapped
-            fn = fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else None
-            out[name] = FunctionFacts(jit=b.info, returns="jax", returns_strict="jax",
-                                      trains=fn is not None and trains(fn, At(a, a.scopes.get(fn) or scope)))
+            out[name] = _jit_facts(a, b.info, scope)
     if not keep:
         a.release()
     return out
+
+
+def _jit_facts(a, info, scope) -> FunctionFacts:
+    """A jitted callable bound by assignment (`step = jax.jit(train_step)`, or `self.step = ...` in
+    a method): arrays out; it trains when the function it wraps, resolved from `scope`, does."""
+    from jaxmem.evaluators.review.semantic.training import trains
+    from jaxmem.evaluators.review.semantic.walk import At
+
+    wrapped = info.wrapped
+    fn = a.resolve_def(wrapped, scope) if isinstance(wrapped, (ast.Name, ast.Attribute)) else wrapped
+    fn = fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else None
+    return FunctionFacts(jit=info, returns="jax", returns_strict="jax",
+                         trains=fn is not None and trains(fn, At(a, a.scopes.get(fn) or scope)))
 
 
 # Text a function's body must hold before these facts are worked out: most functions of an imported

@@ -260,20 +260,21 @@ def iteration(stmts: list[ast.stmt], skip=None):
             elif isinstance(stmt, ast.Try):
                 yield from iteration([*stmt.body, *stmt.orelse, *stmt.finalbody], skip)
 
-# Conversions whose result is handed to an environment's step: the simulator needs host values.
-_TO_HOST = frozenset({"jax.device_get", "numpy.asarray", "numpy.array"})
+# Calls that copy a device value to the host as a whole: what a host environment's step is handed.
+HOST_CONVERSIONS = frozenset({"jax.device_get", "numpy.asarray", "numpy.array"})
+
+
+def host_conversion(a, expr: ast.AST) -> bool:
+    """`device_get(x)`, `np.asarray(x)`, `x.item()`, `x.tolist()`."""
+    return isinstance(expr, ast.Call) and (a.qualname(expr.func) in HOST_CONVERSIONS or (
+        isinstance(expr.func, ast.Attribute) and expr.func.attr in ("item", "tolist") and not expr.args))
 
 
 def _host_env_step(a, call: ast.Call) -> bool:
     """`envs.step(device_get(action))`: an environment stepped on the host with a value copied off
     the device for it. The copy is needed, so the iteration (a rollout) waits by design."""
-    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "step"):
-        return False
-    for arg in [*call.args, *(k.value for k in call.keywords)]:
-        if isinstance(arg, ast.Call) and (a.qualname(arg.func) in _TO_HOST or (
-                isinstance(arg.func, ast.Attribute) and arg.func.attr in ("item", "tolist") and not arg.args)):
-            return True
-    return False
+    return (isinstance(call.func, ast.Attribute) and call.func.attr == "step"
+            and any(host_conversion(a, arg) for arg in [*call.args, *(k.value for k in call.keywords)]))
 
 
 def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
