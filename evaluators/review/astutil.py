@@ -7,6 +7,7 @@ most of the time a review takes after parsing.
 from __future__ import annotations
 
 import ast
+import sys
 import warnings
 from collections import deque
 from collections.abc import Iterator
@@ -63,8 +64,26 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 def parse(source: str, path: str = "<unknown>") -> ast.Module:
     """ast.parse without the compiler's SyntaxWarnings ("invalid escape sequence", "is" with a
     literal): they are about the reviewed code, would go to the reviewer's stderr, and are not
-    what the user asked for. Every parse of reviewed code (files, notebook cells) goes through here."""
+    what the user asked for. Every parse of reviewed code (files, notebook cells) goes through here.
+    On Python 3.11, source that only 3.12 parses is read through `newer_syntax.downlevel`: the
+    tree's lines and columns are those of `source`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
-        return ast.parse(source, filename=path)
+        try:
+            return ast.parse(source, filename=path)
+        except SyntaxError:
+            if sys.version_info >= (3, 12):
+                raise
+            # Python 3.12 syntax (PEP 701 f-strings, PEP 695 type parameters) on an older
+            # parser: read a same-position rewrite (newer_syntax), or report the original error.
+            from jaxmem.evaluators.review.newer_syntax import downlevel
+
+            rewritten = downlevel(source)
+            if rewritten is None:
+                raise
+            try:
+                return ast.parse(rewritten, filename=path)
+            except SyntaxError:
+                pass
+            raise

@@ -224,10 +224,28 @@ def test_ipython_syntax_is_skipped_line_by_line_and_bad_cells_alone(tmp_path: Pa
     assert note.message.startswith("cell 4: not Python") and "the others reviewed" in note.message
 
 
-def test_newer_python_syntax_is_a_note_not_an_error(tmp_path: Path):
+def test_newer_python_syntax_is_reviewed(tmp_path: Path):
+    # Shape of 12zm's quantum scripts: a PEP 701 header f-string made the whole file unreadable on
+    # 3.11, and with it the per-epoch float() of the jitted step's loss (found on 3.12).
+    src = ("import jax\n\n@jax.jit\ndef step(params):\n    loss = (params ** 2).sum()\n"
+           "    return params - 0.1 * params, loss\n\n"
+           "def run(params):\n    print(f'{'Epoch':^10} | {'Loss':^18}')\n    history = []\n"
+           "    for ep in range(100):\n        params, loss = step(params)\n"
+           "        history.append(float(loss))\n    return history\n\n"
+           "type Vector = list[float]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n")
+    (tmp_path / "newer.py").write_text(src)
+    result = review_paths([str(tmp_path / "newer.py")], jobs=1, show_possible=True)
+    assert result.notes == []
+    found = {(f.code, f.line): f for f in result.findings}
+    assert set(found) == {("JM101", 13), ("JM401", 12)}  # columns as written, too
+    assert found["JM101", 13].source_line == "history.append(float(loss))" and found["JM101", 13].col == 24
+
+
+def test_newer_python_syntax_without_a_rewrite_is_a_note_not_an_error(tmp_path: Path):
     import sys
 
-    src = "type Vector = list[float]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n"
+    # A type alias whose header spans lines: no same-length 3.11 spelling (newer_syntax).
+    src = "type Vector[\n    T,\n] = list[T]\n"
     (tmp_path / "generic.py").write_text(src)
     result = review_paths([str(tmp_path / "generic.py")], jobs=1, show_possible=True)
     if sys.version_info >= (3, 12):

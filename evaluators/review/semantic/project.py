@@ -216,6 +216,7 @@ class Project:
 
 def _top_level_imports(path: str, module: str) -> dict[str, str]:
     """Names a module binds by its own top-level imports, to the absolute names they stand for."""
+    from jaxmem.evaluators.review.astutil import parse
     from jaxmem.evaluators.review.semantic.names import import_bindings
 
     try:
@@ -223,7 +224,7 @@ def _top_level_imports(path: str, module: str) -> dict[str, str]:
             raw = fh.read(MAX_BYTES)
         if b"import" not in raw:
             return {}
-        tree = ast.parse(raw.decode("utf-8", "replace"))
+        tree = parse(raw.decode("utf-8", "replace"))
     except (OSError, SyntaxError, ValueError):
         return {}
     return {name: target for node in tree.body for name, target in import_bindings(node, module)}
