@@ -21,7 +21,7 @@ PARSE_ERROR_RECORD_FROM = "unseen-2026-12zd"
 _PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 # Syntax a newer Python accepts and this one rejects: (regex on the failing line, version, what).
 _NEWER_SYNTAX = (
-    (re.compile(r"^\s*type\s+\w+\s*[[=]"), (3, 12), "PEP 695 type aliases"),
+    (re.compile(r"^\s*type\s+\w+\s*[\[=]"), (3, 12), "PEP 695 type aliases"),
     (re.compile(r"^\s*(async\s+)?def\s+\w+\s*\["), (3, 12), "PEP 695 generic functions"),
     (re.compile(r"^\s*class\s+\w+\s*\["), (3, 12), "PEP 695 generic classes"),
 )

@@ -29,6 +29,7 @@ from jaxmem.evaluators.review.semantic.names import (
     JAX_NON_ARRAY,
     LIST_BUILTINS,
     NUMPY_NON_ARRAY,
+    REPLICATION,
     RETURNS_ARRAYS,
     SCALAR_BUILTINS,
     keyword,
@@ -241,6 +242,10 @@ class KindsMixin:
                 return "np"
             if q.startswith("numpy.") and q not in NUMPY_NON_ARRAY:
                 return "np"
+            if q in REPLICATION and call.args:
+                # Flax's replicate puts a tree on every device; unreplicate takes shard 0 of each
+                # leaf (`tree_map(lambda x: x[0], tree)`): device arrays stay device arrays.
+                return "jax" if q.endswith(".replicate") else self.kind(call.args[0], scope, strict)
             return self.project_return_kind(q, strict)
         if isinstance(func, ast.Name) and self.is_builtin(func, scope):
             if func.id in SCALAR_BUILTINS:

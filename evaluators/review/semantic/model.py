@@ -11,12 +11,12 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.callables import CallablesMixin
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.kinds import KindsMixin
-from jaxmem.evaluators.review.semantic.names import _END, ARRAY_TYPES, CANONICAL, JIT_NAMES, pos
+from jaxmem.evaluators.review.semantic.names import _END, ARRAY_TYPES, CANONICAL, JIT_NAMES, REPLICATION, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 
 # Calls that return the same pytree (of the same class) they are given, placed elsewhere.
-PYTREE_PRESERVING = frozenset({"flax.jax_utils.replicate", "flax.jax_utils.unreplicate", "jax.device_put",
-                               "jax.device_put_replicated", "jax.block_until_ready", "jax.device_get"})
+PYTREE_PRESERVING = REPLICATION | {"jax.device_put", "jax.device_put_replicated", "jax.block_until_ready",
+                                   "jax.device_get"}
 
 
 class Analysis(CallablesMixin, KindsMixin):

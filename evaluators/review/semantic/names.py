@@ -91,6 +91,8 @@ JAX_ARRAY_FUNCS = frozenset({
     "jax.block_until_ready", "jax.make_array_from_callback", "jax.make_array_from_process_local_data",
     "jax.make_array_from_single_device_arrays",
 })
+# Flax's helpers that move a tree to every local device and back (flax/jax_utils.py).
+REPLICATION = frozenset({"flax.jax_utils.replicate", "flax.jax_utils.unreplicate"})
 JAX_NON_ARRAY = frozenset({
     "jax.numpy.shape", "jax.numpy.ndim", "jax.numpy.size", "jax.numpy.dtype", "jax.numpy.result_type",
     "jax.numpy.issubdtype", "jax.numpy.iinfo", "jax.numpy.finfo", "jax.numpy.promote_types",
