@@ -81,17 +81,20 @@ def periodic_predicate(fn: ast.AST) -> bool:
             assigned[n.targets[0].id] = n.value
         stack.extend(astutil.children(n))
 
-    def periodic(e: ast.AST, depth: int = 0) -> bool:
-        for n in astutil.walk(e):
-            if (isinstance(n, ast.Compare) and isinstance(n.left, ast.BinOp) and isinstance(n.left.op, ast.Mod)
-                    and any(isinstance(op, ast.Eq) for op in n.ops)):
-                return True
-            if isinstance(n, ast.Name) and depth < 2 and n.id in assigned and periodic(assigned[n.id], depth + 1):
-                return True
-        return False
+    tests = [v for v in returns if v is not None and _periodic_value(v, assigned)]
+    return bool(tests) and all(v is None or isinstance(v, ast.Constant) or _periodic_value(v, assigned)
+                               for v in returns)
 
-    tests = [v for v in returns if v is not None and periodic(v)]
-    return bool(tests) and all(v is None or isinstance(v, ast.Constant) or periodic(v) for v in returns)
+
+def _periodic_value(e: ast.AST, assigned: dict[str, ast.AST], depth: int = 0) -> bool:
+    # A module function, not a recursive closure: that would be a reference cycle (collector.py).
+    for n in astutil.walk(e):
+        if (isinstance(n, ast.Compare) and isinstance(n.left, ast.BinOp) and isinstance(n.left.op, ast.Mod)
+                and any(isinstance(op, ast.Eq) for op in n.ops)):
+            return True
+        if isinstance(n, ast.Name) and depth < 2 and n.id in assigned and _periodic_value(assigned[n.id], assigned, depth + 1):
+            return True
+    return False
 
 
 def _predicate_call(call: ast.Call, analysis: Analysis, scope: Scope) -> bool:

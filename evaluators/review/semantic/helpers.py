@@ -41,27 +41,6 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
         params.append(args.vararg.arg)
     origin: dict[str, set[str]] = {p: {p} for p in params if p not in ("self", "cls")}
 
-    def sources(expr: ast.AST) -> set[str]:
-        """The parameters `expr` is (or holds an element of): the name itself, a field or item of
-        it, a tuple of them, `zip`/`enumerate` over them, a dict's `.items()`/`.values()`. Not the result of any other call: an
-        action a policy computes from `params` is not `params` (a rollout helper converts the
-        action, which the environment needs on the host anyway)."""
-        if isinstance(expr, ast.Name):
-            return set(origin.get(expr.id, ()))
-        if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
-            return sources(expr.value)
-        if isinstance(expr, (ast.Tuple, ast.List)):
-            return {p for e in expr.elts for p in sources(e)}
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _PASS_THROUGH:
-            return {p for e in expr.args for p in sources(e)}
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("items", "values"):
-            return sources(expr.func.value)  # `for k, v in metrics.items()`: its values
-        if isinstance(expr, ast.Call) and a.qualname(expr.func) in PYTREE_PRESERVING and expr.args:
-            return sources(expr.args[0])  # `device_get(unreplicate(metrics))`: the same values
-        if isinstance(expr, ast.Call) and a.qualname(expr.func) == "jax.tree.map":
-            return {p for e in expr.args[1:] for p in sources(e)}  # `tree_map(lambda x: x[0], metrics)`
-        return set()
-
     def bind(target: ast.AST, found: set[str]) -> None:
         for n in astutil.walk(target):
             if isinstance(n, ast.Name) and found:
@@ -75,10 +54,10 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
         if after is not None and getattr(n, "lineno", 0) > after:
             break
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
-            bind(n.target, sources(n.iter))
+            bind(n.target, _sources(a, origin, n.iter))
         elif isinstance(n, ast.Assign):
             for t in n.targets:
-                bind(t, sources(n.value))
+                bind(t, _sources(a, origin, n.value))
         elif isinstance(n, ast.Call):
             how = _conversion(a, n)
             if how is not None:
@@ -88,9 +67,33 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
                     for p in origin.get(arg.id, ()):
                         out.setdefault(p, how)
                 elif isinstance(arg, ast.Call):
-                    for p in sources(arg):
+                    for p in _sources(a, origin, arg):
                         out.setdefault(p, how)
     return out
+
+
+def _sources(a: Analysis, origin: dict[str, set[str]], expr: ast.AST) -> set[str]:
+    """The parameters `expr` is (or holds an element of): the name itself, a field or item of it,
+    a tuple of them, `zip`/`enumerate` over them, a dict's `.items()`/`.values()`. Not the result
+    of any other call: an action a policy computes from `params` is not `params` (a rollout helper
+    converts the action, which the environment needs on the host anyway). A module function, not a
+    closure: a recursive closure is a reference cycle, which kept each file's whole model for the
+    cycle collector to trace (collector.py)."""
+    if isinstance(expr, ast.Name):
+        return set(origin.get(expr.id, ()))
+    if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
+        return _sources(a, origin, expr.value)
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return {p for e in expr.elts for p in _sources(a, origin, e)}
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in _PASS_THROUGH:
+        return {p for e in expr.args for p in _sources(a, origin, e)}
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("items", "values"):
+        return _sources(a, origin, expr.func.value)  # `for k, v in metrics.items()`: its values
+    if isinstance(expr, ast.Call) and a.qualname(expr.func) in PYTREE_PRESERVING and expr.args:
+        return _sources(a, origin, expr.args[0])  # `device_get(unreplicate(metrics))`: the same values
+    if isinstance(expr, ast.Call) and a.qualname(expr.func) == "jax.tree.map":
+        return {p for e in expr.args[1:] for p in _sources(a, origin, e)}  # `tree_map(lambda x: x[0], metrics)`
+    return set()
 
 
 def _conversion(a: Analysis, call: ast.Call) -> str | None:

@@ -152,13 +152,36 @@ class Project:
         if module is None:
             return None
         if module not in self._exports:
-            self._exports[module] = _top_level_imports(self.files[module], module)
+            self._exports[module] = _top_level_imports(self, self.files[module], module)
         return self._exports[module].get(name)
 
     def expect(self, paths: list[str]) -> None:
         """This process will review `paths`: a tree parsed for their facts is worth keeping (one
         reviewed already, or by another worker, would be kept for nothing)."""
         self._due.update(self.real(p) for p in paths)
+
+    def source_tree(self, path: str, needs: bytes | None = None) -> tuple[str, ast.Module] | None:
+        """The text and tree of a file of the tree (`path` as in `files`), parsed once per process:
+        a tree parsed here for another file's sake is kept for the file's own review when this
+        process will review it (a re-export lookup and a facts build share it too). None when the
+        file cannot be read or parsed, is over MAX_BYTES, or lacks `needs`."""
+        from jaxmem.evaluators.review.astutil import parse
+
+        kept = self._kept.get(path)
+        if kept is not None:
+            return kept[0], kept[1]
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(MAX_BYTES + 1)
+            if len(raw) > MAX_BYTES or (needs is not None and needs not in raw):
+                return None
+            text = raw.decode("utf-8")
+            tree = parse(text, path)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+            return None
+        if path in self._due:
+            self._kept[path] = (text, tree, None)
+        return text, tree
 
     def take(self, path: str, source: str) -> tuple[ast.Module | None, object | None]:
         """The tree parsed from `source` for another file's review, and its model (semantic.Analysis)
@@ -214,39 +237,27 @@ class Project:
         return facts.get(name) if facts else None
 
 
-def _top_level_imports(path: str, module: str) -> dict[str, str]:
+def _top_level_imports(project: Project, path: str, module: str) -> dict[str, str]:
     """Names a module binds by its own top-level imports, to the absolute names they stand for."""
-    from jaxmem.evaluators.review.astutil import parse
     from jaxmem.evaluators.review.semantic.names import import_bindings
 
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES)
-        if b"import" not in raw:
-            return {}
-        tree = parse(raw.decode("utf-8", "replace"))
-    except (OSError, SyntaxError, ValueError):
+    got = project.source_tree(path, needs=b"import")
+    if got is None:
         return {}
-    return {name: target for node in tree.body for name, target in import_bindings(node, module)}
+    return {name: target for node in got[1].body for name, target in import_bindings(node, module)}
 
 
 def _module_facts(path: str, module: str, project: Project) -> dict[str, FunctionFacts] | None:
     from jaxmem.evaluators.review import semantic
-    from jaxmem.evaluators.review.astutil import parse
     from jaxmem.evaluators.review.semantic import clocks, helpers, loads
     from jaxmem.evaluators.review.semantic.branches import periodic_predicate
     from jaxmem.evaluators.review.semantic.training import gradient_decorator, trains
     from jaxmem.evaluators.review.semantic.walk import At
 
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-        if len(raw) > MAX_BYTES:
-            return None
-        text = raw.decode("utf-8")
-        tree = parse(text, path)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+    got = project.source_tree(path)
+    if got is None:
         return None
+    text, tree = got
     lines = text.splitlines()
     a = semantic.build(tree, lines, module=module, project=project)
     keep = path in project._due and module not in project._tainted
