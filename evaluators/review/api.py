@@ -232,7 +232,7 @@ def _batches(file_paths: list[str], jobs: int) -> list[list[str]]:
     """Work for the pool: the files of one folder stay together (a module and the modules it
     imports are usually neighbours, and each worker models an imported module once for itself),
     largest batches first so the last ones to finish are small."""
-    chunk = max(16, len(file_paths) // (jobs * 8))
+    chunk = max(16, len(file_paths) // (jobs * 4))
     groups: dict[str, list[str]] = {}
     for p in file_paths:
         groups.setdefault(os.path.dirname(p), []).append(p)

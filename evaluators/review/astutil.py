@@ -31,23 +31,22 @@ def children(node: ast.AST) -> list[ast.AST]:
     field order. Kept on the node: the model and the rules walk the same subtrees many times (a
     function's body once per question asked of it), and the reviewer never changes a tree. Callers
     must not change the list."""
-    try:
-        return node._jm_children
-    except AttributeError:
-        pass
+    # The instance dict directly: a missing attribute raised and caught (the first visit of every
+    # node) cost more than the lookups it saves.
+    d = node.__dict__
+    out = d.get("_jm_children")
+    if out is not None:
+        return out
     out = []
     for name in fields(node.__class__):
-        v = getattr(node, name, None)
+        v = d.get(name)
         if v is None:
             continue
         if v.__class__ is list:
-            out.extend(x for x in v if isinstance(x, ast.AST))
+            out += [x for x in v if isinstance(x, ast.AST)]
         elif isinstance(v, ast.AST):
             out.append(v)
-    try:
-        node._jm_children = out
-    except AttributeError:  # an AST subclass with __slots__: nothing to keep
-        pass
+    d["_jm_children"] = out
     return out
 
 

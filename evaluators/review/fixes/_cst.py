@@ -31,6 +31,8 @@ class Tree:
         self._pos = wrapper.resolve(PositionProvider)
         self._parent = wrapper.resolve(ParentNodeProvider)
         self.lines = source.splitlines()
+        self._starts: dict[tuple[int, int], list[cst.CSTNode]] | None = None
+        self.memo: dict = {}  # what the fixes read of the whole module, computed once per source
 
     # ---- where things are -------------------------------------------------------------------
     def pos(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -56,21 +58,24 @@ class Tree:
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
         return len(text.encode("utf-8")[:max(byte_col - 1, 0)].decode("utf-8", errors="ignore"))
 
+    def _starting(self, finding: Finding) -> list[cst.CSTNode]:
+        """The nodes that start where the finding points, outermost first: one walk of the module
+        indexes every node by its start (a walk per finding read the module once per fix)."""
+        if self._starts is None:
+            self._starts = {}
+            for node in self.walk():  # pre-order: an ancestor before the nodes inside it
+                if node in self._pos:
+                    start = self._pos[node].start
+                    self._starts.setdefault((start.line, start.column), []).append(node)
+        return self._starts.get((finding.line, self.char_col(finding.line, finding.col)), [])
+
     def at(self, finding: Finding, types: tuple[type, ...]) -> cst.CSTNode | None:
         """The outermost node of `types` that starts exactly where the finding points."""
-        where = (finding.line, self.char_col(finding.line, finding.col))
-        found = None
-        for node in self.walk():
-            if isinstance(node, types) and node in self._pos and self.pos(node) == where:
-                if found is None or self._contains(node, found):
-                    found = node
-        return found
+        return next((n for n in self._starting(finding) if isinstance(n, types)), None)
 
     def at_all(self, finding: Finding, types: tuple[type, ...]) -> list[cst.CSTNode]:
         """Every node of `types` that starts where the finding points, outermost first."""
-        where = (finding.line, self.char_col(finding.line, finding.col))
-        found = [n for n in self.walk() if isinstance(n, types) and n in self._pos and self.pos(n) == where]
-        return sorted(found, key=lambda n: -len(list(self.walk(n))))
+        return [n for n in self._starting(finding) if isinstance(n, types)]
 
     def _contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
         return any(a is outer for a in self.ancestors(inner))

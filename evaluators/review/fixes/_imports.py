@@ -21,15 +21,33 @@ def _dotted(node: cst.CSTNode) -> str:
     return ""
 
 
-class Imports:
-    """The module's top-level imports: how a module or a name of it is reachable, and where a new
-    import goes (after the last import of the module's import block, or after the docstring and
-    `__future__` imports)."""
+def _record(scan: _Scan, s: cst.CSTNode) -> None:
+    if isinstance(s, cst.Import):
+        for a in s.names:
+            full = _dotted(a.name)
+            if a.asname is not None:
+                scan.modules.setdefault(full, a.asname.name.value)
+            else:
+                top = full.split(".")[0]
+                scan.modules.setdefault(top, top)
+                if "." in full:
+                    scan.modules.setdefault(full, full)
+    elif isinstance(s, cst.ImportFrom) and s.module is not None and not s.relative and not isinstance(
+            s.names, cst.ImportStar):
+        mod = _dotted(s.module)
+        for a in s.names:
+            name = a.name.value if isinstance(a.name, cst.Name) else _dotted(a.name)
+            local = a.asname.name.value if a.asname is not None else name
+            scan.names.setdefault(f"{mod}.{name}", local)
+            scan.modules.setdefault(f"{mod}.{name}", local)  # `from jax import numpy as jnp`
+
+
+class _Scan:
+    """The module's top-level imports as written, read once per source."""
 
     def __init__(self, t: Tree):
-        self.t = t
-        self.modules: dict[str, str] = {}      # "jax.numpy" -> "jnp"; "jax" -> "jax"
-        self.names: dict[str, str] = {}        # "functools.partial" -> "partial"
+        self.modules: dict[str, str] = {}
+        self.names: dict[str, str] = {}
         self.last_import: cst.BaseStatement | None = None
         self.first_code: cst.BaseStatement | None = None
         body = t.module.body
@@ -37,7 +55,7 @@ class Imports:
             if isinstance(stmt, cst.SimpleStatementLine) and all(
                     isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
                 for s in stmt.body:
-                    self._record(s)
+                    _record(self, s)
                 if self.first_code is None:
                     self.last_import = stmt
             elif self.first_code is None and not (i == 0 and _is_docstring(stmt)):
@@ -45,28 +63,27 @@ class Imports:
         # Imports later in the module (or in a try block) still bind names the fix may reuse.
         for node in t.walk():
             if isinstance(node, (cst.Import, cst.ImportFrom)) and isinstance(t.scope_of(node), cst.Module):
-                self._record(node)
+                _record(self, node)
         self.bound = module_names(t.source)
 
-    def _record(self, s) -> None:
-        if isinstance(s, cst.Import):
-            for a in s.names:
-                full = _dotted(a.name)
-                if a.asname is not None:
-                    self.modules.setdefault(full, a.asname.name.value)
-                else:
-                    top = full.split(".")[0]
-                    self.modules.setdefault(top, top)
-                    if "." in full:
-                        self.modules.setdefault(full, full)
-        elif isinstance(s, cst.ImportFrom) and s.module is not None and not s.relative and not isinstance(
-                s.names, cst.ImportStar):
-            mod = _dotted(s.module)
-            for a in s.names:
-                name = a.name.value if isinstance(a.name, cst.Name) else _dotted(a.name)
-                local = a.asname.name.value if a.asname is not None else name
-                self.names.setdefault(f"{mod}.{name}", local)
-                self.modules.setdefault(f"{mod}.{name}", local)  # `from jax import numpy as jnp`
+
+class Imports:
+    """The module's top-level imports: how a module or a name of it is reachable, and where a new
+    import goes (after the last import of the module's import block, or after the docstring and
+    `__future__` imports)."""
+
+    def __init__(self, t: Tree):
+        self.t = t
+        # The module scan is shared by every fix of one source (Tree.memo); what `ensure` adds
+        # goes to this instance's own copies.
+        scan = t.memo.get("imports")
+        if scan is None:
+            scan = t.memo["imports"] = _Scan(t)
+        self.modules: dict[str, str] = dict(scan.modules)  # "jax.numpy" -> "jnp"; "jax" -> "jax"
+        self.names: dict[str, str] = dict(scan.names)      # "functools.partial" -> "partial"
+        self.last_import = scan.last_import
+        self.first_code = scan.first_code
+        self.bound = scan.bound
 
     def reach(self, dotted: str) -> str | None:
         """How code can name `dotted` ("jax.numpy", "functools.partial") with what is imported."""
