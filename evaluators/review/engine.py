@@ -62,12 +62,17 @@ class _Walker:
         self.body_rules = [r for r in rules if r.wants_bodies]
         # Leaf nodes no rule asked for are never entered: about a third of all nodes.
         self.skip = frozenset(LEAVES - set(self.loop_dispatch))
+        self._moved()  # `in_loop`: kept by `special`, where loops and scopes change, not found per node
+
+    def _moved(self) -> None:
+        ctx = self.ctx
+        self.in_loop = 1 if (ctx.loops or ctx.per_step is not None) and not ctx.scope.traced else 0
 
     def walk(self, node: ast.AST) -> None:
         ctx = self.ctx
         t = node.__class__
         ctx.stack.append(node)
-        in_loop = 1 if (ctx.loops or ctx.per_step is not None) and not ctx.scope.traced else 0
+        in_loop = self.in_loop
         rules = (self.loop_dispatch if in_loop else self.dispatch).get(t)
         if rules:
             for rule in rules:
@@ -119,32 +124,40 @@ class _Walker:
                 self.walk(dec)
             ctx.scope, ctx.loops = ctx.analysis.scopes[node], []
             ctx.per_step = ctx.scope.per_step
+            self._moved()
             if t is ast.Lambda:
                 self.walk(node.body)
             else:
                 self.body(node.body)
             ctx.scope, ctx.loops, ctx.per_step = saved
+            self._moved()
         elif t is ast.ClassDef:
             for expr in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
                 self.walk(expr)
             saved_scope, ctx.scope = ctx.scope, ctx.analysis.scopes[node]
+            self._moved()
             self.body(node.body)
             ctx.scope = saved_scope
+            self._moved()
         elif t in _LOOPS:
             if t is ast.While:
                 ctx.loops.append(node)
+                self._moved()
                 self.walk(node.test)
             else:
                 self.walk(node.target)
                 self.walk(node.iter)  # evaluated once, before the first iteration
                 ctx.loops.append(node)
+                self._moved()
             self.body(node.body)
             ctx.loops.pop()
+            self._moved()
             self.body(node.orelse)
         else:
             gens = node.generators
             self.walk(gens[0].iter)
             ctx.loops.append(node)
+            self._moved()
             for i, gen in enumerate(gens):
                 self.walk(gen.target)
                 if i:
@@ -157,6 +170,7 @@ class _Walker:
             else:
                 self.walk(node.elt)
             ctx.loops.pop()
+            self._moved()
 
     def body(self, stmts: list[ast.stmt], notebook_cells: bool = False) -> None:
         # A notebook's joined cells are not one block: a cell that stops (`raise`, `exit()`) does

@@ -64,6 +64,8 @@ def _blank_magics(lines: list[str]) -> list[str]:
         if magic in PYTHON_CELL_MAGICS:
             return ["", *lines[1:]]
         return ["" for _ in lines]
+    if not any("%" in line or "!" in line or "?" in line for line in lines):
+        return lines  # no magic, shell escape or help line can be in this cell: most cells
     out = []
     continued = False
     for line in lines:

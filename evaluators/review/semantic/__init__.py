@@ -115,6 +115,7 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
         if b.info is not None:
             a.attr_jits.setdefault(b.name, []).append(b.info)
     mark_traced(a)
+    a.built = True
     return a
 
 

@@ -21,8 +21,16 @@ class CallablesMixin:
     # ---- jitted callables -----------------------------------------------------------------
     def jit_from_call(self, call: ast.Call, scope: Scope | None = None) -> tuple[JitInfo, ast.AST | None] | None:
         """A call that makes a jitted function: returns its info and the wrapped expression."""
-        func = call.func
         scope = scope or self.module_scope
+        if not self.built:
+            return self._jit_from_call(call, scope)
+        key = (call, id(scope))  # rules ask of every call in a loop; most make nothing (scopes live as long as the model)
+        if key not in self._mcache:
+            self._mcache[key] = self._jit_from_call(call, scope)
+        return self._mcache[key]
+
+    def _jit_from_call(self, call: ast.Call, scope: Scope) -> tuple[JitInfo, ast.AST | None] | None:
+        func = call.func
         q = self.qualname(func)
         if q in JIT_NAMES:
             if not call.args and not any(k.arg in ("fun", "f", "fn") for k in call.keywords):

@@ -108,17 +108,22 @@ def _conversion(a: Analysis, call: ast.Call) -> str | None:
     return None
 
 
+_NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
+
+
 def own_nodes(fn: ast.AST):
     """The function's statements and expressions in source order, not those of nested defs."""
     stack = list(reversed(fn.body))
     while stack:
         n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        cls = n.__class__
+        if cls in _NESTED:
             continue
         yield n
-        children = list(astutil.children(n))
-        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            children = [*n.generators, *(c for c in children if not isinstance(c, ast.comprehension))]
+        children = astutil.children(n)
+        if cls in _COMPREHENSIONS:  # generators first: source order
+            children = [*n.generators, *(c for c in children if c.__class__ is not ast.comprehension)]
         stack.extend(reversed(children))
 
 

@@ -44,6 +44,10 @@ class Analysis(CallablesMixin, KindsMixin):
         # is reused by the next one, which would read the first one's answer.
         self._qcache: dict[ast.AST, str | None] = {}
         self._jcache: dict[ast.AST, JitInfo | None] = {}
+        # jit_from_call per (call, scope), filled only once the model is built (`built`): during
+        # the build, bindings later in the file are not known yet.
+        self._mcache: dict[tuple[ast.AST, int], tuple | None] = {}
+        self.built = False
         self._kcache: dict[tuple[ast.AST, bool], str | None] = {}
         self._bkinds: dict[tuple[Binding, bool], str | None] = {}
         self._returns: dict[tuple[ast.AST, bool], str | None] = {}
@@ -60,7 +64,7 @@ class Analysis(CallablesMixin, KindsMixin):
             scope.analysis = scope.parent = None
             scope.inner = []
         for cache in (self.scopes, self.memo, self.classes, self.jitted_defs, self._returned, self._qcache,
-                      self._jcache, self._kcache, self._bkinds):
+                      self._jcache, self._mcache, self._kcache, self._bkinds):
             cache.clear()
 
     # ---- names -------------------------------------------------------------------------

@@ -44,6 +44,7 @@ class FunctionFacts:
 
 
 TREE_WORDS = " jit pmap float( .item("
+_UNKNOWN = object()
 
 
 class Project:
@@ -62,6 +63,7 @@ class Project:
         self._tainted: set[str] = set()  # of those, the ones that read an unfinished module
         self._due: set[str] = set()  # files this process will still review: only theirs are kept
         self._words: dict[str, bool] = {}
+        self._answers: dict[str, FunctionFacts | None] = {}  # function(): final answers by qualname
         self._exports: dict[str, dict[str, str]] = {}  # module -> name it re-exports -> what it is
         self._real: dict[str, str] = {}  # a path as given -> resolved (each resolve() is a few lstat calls)
         self._suffix: dict[str, str | None] = {}
@@ -215,13 +217,23 @@ class Project:
 
     def function(self, qualname: str) -> FunctionFacts | None:
         """Facts of `pkg.mod.f`, or of a method `pkg.mod.Class.m` (recorded as `Class.m`)."""
+        hit = self._answers.get(qualname, _UNKNOWN)
+        if hit is not _UNKNOWN:  # the model asks of every call it reads (`jnp.zeros` too)
+            return hit
+        facts, final = self._function(qualname)
+        if final:
+            self._answers[qualname] = facts
+        return facts
+
+    def _function(self, qualname: str) -> tuple[FunctionFacts | None, bool]:
+        """The facts, and whether they are final (not read while their module is being modelled)."""
         module, _, name = qualname.rpartition(".")
         found = self._module_for(module) if module else None
         if found is None and module.count("."):
             module, _, cls = module.rpartition(".")
             found, name = self._module_for(module), f"{cls}.{name}"
         if found is None:
-            return None
+            return None, True
         if found not in self._facts:
             self._facts[found] = None  # an import cycle reads "unknown", not a recursion
             self._building.append(found)
@@ -234,7 +246,7 @@ class Project:
             # (later, with this module's facts known) may read more: their models are not kept.
             self._tainted.update(self._building)
         facts = self._facts[found]
-        return facts.get(name) if facts else None
+        return (facts.get(name) if facts else None), found not in self._building
 
 
 def _top_level_imports(project: Project, path: str, module: str) -> dict[str, str]:
