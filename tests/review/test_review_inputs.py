@@ -287,3 +287,28 @@ def test_a_link_to_a_file_outside_the_reviewed_folder_is_a_note_not_a_crash(tmp_
     result = review_paths([str(tree)], jobs=1, show_possible=True)
     assert result.errors == 0 and result.files == 1
     assert any("outside the reviewed folder" in n.message for n in result.notes)
+
+
+def test_a_trainer_that_gets_jax_through_a_star_import_of_the_tree(tmp_path: Path):
+    # Reduced from 12zo's KataCV trainers: `jax` and `partial` come from `from pkg.utils.imports
+    # import *`, so without following the star import the step is not known to be jitted and the
+    # per-step f-string of its loss goes unseen.
+    pkg = tmp_path / "pkg"
+    (pkg / "utils").mkdir(parents=True)
+    for d in (pkg, pkg / "utils"):
+        (d / "__init__.py").write_text("")
+    (pkg / "utils" / "imports.py").write_text(
+        "import jax, optax\nimport jax.numpy as jnp\nfrom functools import partial\nfrom tqdm import tqdm\n")
+    (pkg / "train.py").write_text(
+        "from pkg.utils.imports import *\n\n"
+        "@partial(jax.jit, static_argnames=['train'])\n"
+        "def model_step(state, x, train: bool):\n"
+        "    loss = jnp.mean(x ** 2)\n"
+        "    return state, loss\n\n"
+        "def main(state, train_ds):\n"
+        "    bar = tqdm(train_ds)\n"
+        "    for x in bar:\n"
+        "        state, loss = model_step(state, x, train=True)\n"
+        "        bar.set_description(f'loss={loss:.4f}')\n")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    assert ("JM102", 12) in {(f.code, f.line) for f in result.findings}

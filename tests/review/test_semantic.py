@@ -666,6 +666,40 @@ def test_modules_imported_through_a_utility_module_of_the_tree(tmp_path):
     assert a.aliases["jnp"] == "jax.numpy" and a.aliases["helper"] == "pkg.common.helper"
 
 
+def test_a_star_import_of_a_utility_module_of_the_tree(tmp_path):
+    """`from pkg.utils.imports import *` (shape of 12zo's KataCV, whose every trainer gets `jax`
+    and `partial` this way): the names the utility module imports, and its own functions and
+    classes, are bound here; `__all__` limits them, private names stay out, and a star import
+    inside the utility module is followed too. What this file binds itself wins."""
+    pkg = tmp_path / "pkg"
+    (pkg / "utils").mkdir(parents=True)
+    for d in (pkg, pkg / "utils"):
+        (d / "__init__.py").write_text("")
+    (pkg / "utils" / "base.py").write_text("import numpy as np\nimport optax\n")
+    (pkg / "utils" / "imports.py").write_text(
+        "from functools import partial\nimport jax\nimport jax.numpy as jnp\nfrom .base import *\n\n"
+        "def helper(x):\n    return x\n\ndef _private(x):\n    return x\n\ndef step(x):\n    return x\n")
+    main = textwrap.dedent("""
+        from pkg.utils.imports import *
+
+        @partial(jax.jit, static_argnames=["train"])
+        def step(x, train):
+            return jnp.tanh(x)
+    """)
+    (pkg / "main.py").write_text(main)
+    files = [str(pkg / "utils" / "base.py"), str(pkg / "utils" / "imports.py"), str(pkg / "main.py")]
+    project = Project.of_paths([str(tmp_path)], files)
+    a = semantic.build(ast.parse(main), main.splitlines(), module="pkg.main", project=project)
+    assert [fn.name for fn in a.jitted_defs] == ["step"]
+    assert a.aliases["jnp"] == "jax.numpy" and a.aliases["partial"] == "functools.partial"
+    assert a.aliases["np"] == "numpy" and a.aliases["helper"] == "pkg.utils.imports.helper"
+    assert "_private" not in a.aliases and "step" not in a.aliases
+    (pkg / "utils" / "imports.py").write_text("import jax\nimport optax\n__all__ = ['jax']\n")
+    project = Project.of_paths([str(tmp_path)], files)
+    a = semantic.build(ast.parse(main), main.splitlines(), module="pkg.main", project=project)
+    assert a.aliases.get("jax") == "jax" and "optax" not in a.aliases
+
+
 # ---- host callbacks in compiled loops (callbacks.py) ---------------------------------------------
 
 LOOP_BODIES = """

@@ -99,6 +99,16 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
     # Imports first: decorators and assignments below may refer to names imported later in
     # the walk order (imports inside functions, or after use in a notebook cell).
     for node in _top_level(tree):
+        if isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
+            # `from utils.imports import *` of a module of the reviewed tree: what it binds
+            # (`jax`, `partial`, its own functions) is bound here too.
+            base = absolute_module(node, module)
+            if base and project is not None:
+                own = _own_top_level_names(tree)  # what this file binds itself wins
+                for name, target in project.star_exports(project.beside(base, module)).items():
+                    if name not in own:
+                        a.aliases.setdefault(name, target)
+            continue
         for name, target in import_bindings(node, module, a.from_import):
             a.aliases.setdefault(name, target)
     for node in tree.body:
@@ -117,6 +127,17 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
     mark_traced(a)
     a.built = True
     return a
+
+
+def _own_top_level_names(tree: ast.Module) -> set[str]:
+    out = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                out.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return out
 
 
 def _top_level(tree: ast.Module):
