@@ -220,6 +220,7 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
                 bar.update(1)
                 done()
     bar.close()
+    result.notes.sort(key=lambda n: n.path)  # the same report whatever the number of workers
     kept = shown(result.findings, show_possible)
     result.hidden = len(result.findings) - len(kept)
     shown_ids = {id(f) for f in kept}

@@ -204,7 +204,7 @@ def command(paths, fmt, select, ignore, exclude, config_path, no_gitignore, incl
             result.findings = sorted([*result.findings, *seen, *added], key=api.Finding.sort_key)
             run_line = dynamic.run_summary(run_result)
             run_result = {k: v for k, v in run_result.items() if k not in ("stdout", "stderr")}
-        _annotate_fixes(result.findings, fix_interval)
+        _annotate_fixes(result.findings, fix_interval, jobs)
         report = _render(fmt, result, notes, sel, ign, show_fixes, run_result, unsafe_fixes)
         if run_line and fmt in ("text", "markdown"):
             report += run_line + "\n"
@@ -231,13 +231,16 @@ def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: boo
 
 
 # ---- --fix / --diff -----------------------------------------------------------------------------
-def _annotate_fixes(findings, interval: int) -> None:
+def _annotate_fixes(findings, interval: int, jobs: int | None = None) -> None:
     """Mark the findings a fix exists for ([*] in text); a fix that fails to compute is just no fix."""
+    import os
+
     from jaxmem.evaluators.review.fixes import session
     from jaxmem.evaluators.review.fixes.base import Options
 
     try:
-        session.annotate_findings(findings, options=Options(interval))
+        session.annotate_findings(findings, options=Options(interval),
+                                  jobs=jobs if jobs is not None else min(os.cpu_count() or 1, 8))
     except Exception:  # the review stands without the marks
         if debugging():
             raise

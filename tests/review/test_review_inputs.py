@@ -149,6 +149,22 @@ def test_parallel_batch_matches_serial(tmp_path: Path):
     parallel = review_paths([str(tmp_path)], jobs=2, show_possible=True)
     assert [f.to_dict() for f in serial.findings] == [f.to_dict() for f in parallel.findings]
     assert len(serial.findings) == 153 and serial.files == 230
+    assert serial.notes == parallel.notes
+
+
+def test_fix_marks_computed_in_workers_match_serial(tmp_path: Path):
+    from jaxmem.evaluators.review.fixes import session
+
+    fixtures = Path(__file__).parent / "fixtures"
+    sources = sorted(fixtures.glob("JM701/bad_*.py"))[:3] + sorted(fixtures.glob("JM301/bad_*.py"))[:3]
+    for src in sources:
+        (tmp_path / f"{src.parent.name}_{src.name}").write_text(src.read_text())
+    runs = []
+    for jobs in (1, 2):
+        found = review_paths([str(tmp_path)], jobs=1, show_possible=True).findings
+        session.annotate_findings(found, jobs=jobs)
+        runs.append([(f.path, f.line, f.code, f.fix_applicability, f.fix_edits) for f in found])
+    assert runs[0] == runs[1] and sum(1 for r in runs[0] if r[3] is not None) >= 4
 
 
 def test_a_crashing_rule_skips_one_file_and_exits_2(tmp_path: Path, monkeypatch):

@@ -75,18 +75,49 @@ def _links_fixed_once(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 def annotate_findings(findings: Sequence[Finding], *, options: Options = Options(),
-                      max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-    """Mark each finding that has a fix (`fix_applicability`) on its file as it is now."""
+                      max_bytes: int = DEFAULT_MAX_BYTES, jobs: int = 1) -> None:
+    """Mark each finding that has a fix (`fix_applicability`) on its file as it is now. Computing a
+    fix parses the file again with LibCST (comments and layout kept), which costs more than the
+    review itself on large files: with `jobs` > 1 the files are shared among worker processes."""
     by_path: dict[str, list[Finding]] = {}
     for f in findings:
         if f.code in REGISTRY:
             by_path.setdefault(f.path, []).append(f)
-    for path, mine in by_path.items():
-        if path in ("<stdin>", "-") or not Path(path).is_file():
-            continue
-        loaded = inputs.read(path, max_bytes)
-        if loaded.text is not None:
-            annotate(mine, loaded.text, options=options, notebook_file=path.endswith(".ipynb"))
+    todo = [(path, mine) for path, mine in by_path.items() if path not in ("<stdin>", "-") and Path(path).is_file()]
+    if jobs > 1 and len(todo) >= ANNOTATE_PARALLEL_MIN_FILES:
+        import sys
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        todo.sort(key=lambda item: -_size(item[0]))  # largest first: the last to finish are small
+        ctx = get_context("fork") if sys.platform == "linux" else get_context("spawn")
+        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=ctx) as pool:
+            marks = pool.map(_annotate_file, [(p, mine, options, max_bytes) for p, mine in todo])
+            for (_path, mine), got in zip(todo, marks):
+                for f, (applicability, edits) in zip(mine, got):
+                    f.fix_applicability, f.fix_edits = applicability, edits
+        return
+    for item in todo:
+        _annotate_file((*item, options, max_bytes), in_place=True)
+
+
+# Below this many files a worker pool costs more to start than it saves.
+ANNOTATE_PARALLEL_MIN_FILES = 4
+
+
+def _annotate_file(args, in_place: bool = False) -> list[tuple]:
+    path, mine, options, max_bytes = args
+    loaded = inputs.read(path, max_bytes)
+    if loaded.text is not None:
+        annotate(mine, loaded.text, options=options, notebook_file=path.endswith(".ipynb"))
+    return [] if in_place else [(f.fix_applicability, f.fix_edits) for f in mine]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def diff_text(outcomes: Sequence[Outcome]) -> str:
