@@ -24,12 +24,8 @@ from jaxmem.evaluators.review.fixes._cst import Tree, expr_ast, free_names, stmt
 from jaxmem.evaluators.review.fixes._edits import Edits, take_leading
 from jaxmem.evaluators.review.fixes._imports import Imports, qualify
 from jaxmem.evaluators.review.fixes.base import SAFE, UNSAFE, Fix, Options, make_fix, message_fields, message_is
+from jaxmem.evaluators.review.semantic.names import TIMERS
 
-try:
-    from jaxmem.evaluators.review.rules._util import TIMERS
-except ImportError:  # the rule package's own list; this is the same vocabulary
-    TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time",
-                        "time.time_ns", "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer"})
 TIMEIT = frozenset({"timeit.timeit", "timeit.repeat"})
 
 

@@ -8,7 +8,7 @@ import re
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, pos
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, TIMERS, pos
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, int_value, trip_count
 from jaxmem.evaluators.review.semantic.walk import Walk
@@ -173,9 +173,6 @@ def _added_to_on_self(fn: ast.AST):
         if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Attribute) \
                 and isinstance(n.target.value, ast.Name) and n.target.value.id == "self":
             yield n.target
-
-
-TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "timeit.default_timer"})
 
 
 def _branches_up_to_loop(ctx: Walk):

@@ -13,10 +13,9 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.helpers import calls_one_deep, project_facts
 from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import TIMERS
 from jaxmem.evaluators.review.semantic.scopes import Scope
 
-TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time",
-                    "time.perf_counter_ns", "time.time_ns", "time.monotonic_ns", "timeit.default_timer"})
 CONTEXT_MANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 

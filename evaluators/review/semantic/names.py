@@ -91,6 +91,11 @@ JAX_ARRAY_FUNCS = frozenset({
     "jax.block_until_ready", "jax.make_array_from_callback", "jax.make_array_from_process_local_data",
     "jax.make_array_from_single_device_arrays",
 })
+# Calls that read a clock: a timing starts or stops at one. `datetime.now()` pairs time scripts
+# too (`datetime.now() - start`).
+TIMERS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time",
+                    "time.perf_counter_ns", "time.time_ns", "time.monotonic_ns", "timeit.default_timer",
+                    "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today"})
 # Flax's helpers that move a tree to every local device and back (flax/jax_utils.py).
 REPLICATION = frozenset({"flax.jax_utils.replicate", "flax.jax_utils.unreplicate"})
 JAX_NON_ARRAY = frozenset({
