@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxmem.evaluators.review.fixes._cst import Tree, module_names
+from jaxmem.evaluators.review.fixes._cst import Tree, _fields_children, module_names
 from jaxmem.evaluators.review.fixes._edits import Edits, take_leading
 
 
@@ -61,10 +61,24 @@ class _Scan:
             elif self.first_code is None and not (i == 0 and _is_docstring(stmt)):
                 self.first_code = stmt
         # Imports later in the module (or in a try block) still bind names the fix may reuse.
-        for node in t.walk():
-            if isinstance(node, (cst.Import, cst.ImportFrom)) and isinstance(t.scope_of(node), cst.Module):
-                _record(self, node)
+        for node in _module_scope_imports(t.module):
+            _record(self, node)
         self.bound = module_names(t.source)
+
+
+def _module_scope_imports(module: cst.Module):
+    """The imports that bind in the module's scope, in source order: in its body, in blocks of
+    compound statements and class bodies, not in functions. Statements only are entered (an
+    import is never inside an expression), which keeps this to a few hundred nodes."""
+    stack = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            yield node
+            continue
+        if isinstance(node, (cst.FunctionDef, cst.BaseExpression)):
+            continue
+        stack.extend(reversed(_fields_children(node)))
 
 
 class Imports:
