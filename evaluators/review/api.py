@@ -43,20 +43,12 @@ def attach_run(findings: Sequence[Finding], path: str, result: dict, *, select: 
 
 
 def card_url_factory() -> Callable[[str], str]:
-    if not os.environ.get("JAXMEM_PUBLIC_URL"):
-        # The only setting a card link reads is unset (the usual case for a review): no link, and
-        # no need to load the settings model, whose import (pydantic) cost a batch review 0.13 s.
-        return _no_card_url
     from jaxmem.core.settings import Settings
 
     settings = Settings()
     # Outside the web app a card link works only under its public URL; without one, findings carry
     # the rule's fix and SARIF the card's summary (card_help), never a link that leads nowhere.
     return lambda topic: settings.public_card_url(topic) or ""
-
-
-def _no_card_url(topic: str) -> str:
-    return ""
 
 
 def card_help_factory() -> Callable[[str], str]:
