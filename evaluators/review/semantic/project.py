@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from jaxmem.evaluators.review.semantic import exports
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 
 _IMPORTS = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
@@ -156,7 +157,7 @@ class Project:
             return None
         if module not in self._exports:
             self._exports[module] = {}  # an import cycle reads nothing, not a recursion
-            self._exports[module] = _top_level_imports(self, self.files[module], module)
+            self._exports[module] = exports.top_level_imports(self, self.files[module], module)
         return self._exports[module].get(name)
 
     def star_exports(self, dotted: str) -> dict[str, str]:
@@ -169,7 +170,7 @@ class Project:
             return {}
         if module not in self._stars:
             self._stars[module] = {}  # a cycle of star imports reads nothing more
-            self._stars[module] = _star_names(self, dotted, module)
+            self._stars[module] = exports.star_names(self, dotted, module)
         return self._stars[module]
 
     def expect(self, paths: list[str]) -> None:
@@ -262,43 +263,6 @@ class Project:
             self._tainted.update(self._building)
         facts = self._facts[found]
         return (facts.get(name) if facts else None), found not in self._building
-
-
-def _top_level_imports(project: Project, path: str, module: str) -> dict[str, str]:
-    """Names a module binds by its own top-level imports, to the absolute names they stand for
-    (a star import of another module of the tree included)."""
-    from jaxmem.evaluators.review.semantic.names import absolute_module, import_bindings
-
-    got = project.source_tree(path, needs=b"import")
-    if got is None:
-        return {}
-    out: dict[str, str] = {}
-    for node in got[1].body:
-        if isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
-            base = absolute_module(node, module)
-            for name, target in (project.star_exports(project.beside(base, module)) if base else {}).items():
-                out.setdefault(name, target)
-            continue
-        for name, target in import_bindings(node, module):
-            out[name] = target
-    return out
-
-
-def _star_names(project: Project, dotted: str, module: str) -> dict[str, str]:
-    got = project.source_tree(project.files[module])
-    if got is None:
-        return {}
-    tree = got[1]
-    out = {name: target for name, target in _top_level_imports(project, project.files[module], module).items()}
-    public = None
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out[node.name] = f"{dotted}.{node.name}"
-        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-              and node.targets[0].id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple))
-              and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts)):
-            public = {e.value for e in node.value.elts}
-    return {n: t for n, t in out.items() if (n in public if public is not None else not n.startswith("_"))}
 
 
 def _module_facts(path: str, module: str, project: Project) -> dict[str, FunctionFacts] | None:

@@ -1,0 +1,49 @@
+"""What a module of the reviewed tree binds for the files that import it.
+
+`from .common import jax, jnp` binds what `common.py` imported itself (a re-export), and `from
+utils.imports import *` binds every public name the module has: its own imports, functions and
+classes, and what its own star imports bring. Read from the module's tree, parsed once per process
+(Project.source_tree) and cached by the Project that asks (`project` below; not imported here,
+which imports this module).
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.names import absolute_module, import_bindings
+
+
+def top_level_imports(project, path: str, module: str) -> dict[str, str]:
+    """Names a module binds by its own top-level imports, to the absolute names they stand for
+    (a star import of another module of the tree included)."""
+    got = project.source_tree(path, needs=b"import")
+    if got is None:
+        return {}
+    out: dict[str, str] = {}
+    for node in got[1].body:
+        if isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
+            base = absolute_module(node, module)
+            for name, target in (project.star_exports(project.beside(base, module)) if base else {}).items():
+                out.setdefault(name, target)
+            continue
+        for name, target in import_bindings(node, module):
+            out[name] = target
+    return out
+
+
+def star_names(project, dotted: str, module: str) -> dict[str, str]:
+    """What `from <dotted> import *` binds (Project.star_exports, which caches it)."""
+    got = project.source_tree(project.files[module])
+    if got is None:
+        return {}
+    tree = got[1]
+    out = {name: target for name, target in top_level_imports(project, project.files[module], module).items()}
+    public = None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out[node.name] = f"{dotted}.{node.name}"
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and node.targets[0].id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple))
+              and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts)):
+            public = {e.value for e in node.value.elts}
+    return {n: t for n, t in out.items() if (n in public if public is not None else not n.startswith("_"))}
