@@ -11,10 +11,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 
 from jaxmem.core.fences import chat_code_blocks
-from jaxmem.evaluators.review import collector, dynamic, engine, inputs, notebook, registry
+from jaxmem.evaluators.review import collector, dynamic, engine, inputs, notebook, registry, workers
 from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
@@ -193,15 +192,14 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
     result.files += len(file_paths)
     # The reviewed files' module names: a call into another file of the tree is followed there.
     project = Project.of_paths(disk, file_paths)
-    jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+    jobs = jobs if jobs is not None else workers.default_jobs()
     show = progress if progress is not None else (sys.stderr.isatty() and len(file_paths) >= 50)
     bar = _progress(len(file_paths), show)
     if jobs > 1 and len(file_paths) >= PARALLEL_MIN_FILES:
         batches = _batches(file_paths, jobs)
         from concurrent.futures import ProcessPoolExecutor  # only batches big enough to share
 
-        ctx = get_context("fork") if sys.platform == "linux" else get_context("spawn")
-        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
+        with ProcessPoolExecutor(jobs, mp_context=workers.context(), initializer=_init_worker,
                                  initargs=([r.code for r in rules], card_url, max_file_size, project)) as pool:
             for outcome in pool.map(_work, batches):
                 for findings, notes in outcome:
@@ -251,15 +249,8 @@ def _batches(file_paths: list[str], jobs: int) -> list[list[str]]:
                 current.extend(part)
     if current:
         batches.append(current)
-    sizes = {id(b): sum(_size(p) for p in b) for b in batches}
+    sizes = {id(b): sum(workers.file_size(p) for p in b) for b in batches}
     return sorted(batches, key=lambda b: -sizes[id(b)])
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def _progress(total: int, show: bool):

@@ -71,7 +71,7 @@ def parse(source: str, path: str = "<unknown>") -> ast.Module:
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
             return ast.parse(source, filename=path)
-        except SyntaxError:
+        except SyntaxError as exc:
             if sys.version_info >= (3, 12):
                 raise
             # Python 3.12 syntax (PEP 701 f-strings, PEP 695 type parameters) on an older
@@ -84,5 +84,4 @@ def parse(source: str, path: str = "<unknown>") -> ast.Module:
             try:
                 return ast.parse(rewritten, filename=path)
             except SyntaxError:
-                pass
-            raise
+                raise exc from None

@@ -233,14 +233,13 @@ def _render(fmt: str, result: api.ReviewResult, notes, sel, ign, show_fixes: boo
 # ---- --fix / --diff -----------------------------------------------------------------------------
 def _annotate_fixes(findings, interval: int, jobs: int | None = None) -> None:
     """Mark the findings a fix exists for ([*] in text); a fix that fails to compute is just no fix."""
-    import os
-
+    from jaxmem.evaluators.review import workers
     from jaxmem.evaluators.review.fixes import session
     from jaxmem.evaluators.review.fixes.base import Options
 
     try:
         session.annotate_findings(findings, options=Options(interval),
-                                  jobs=jobs if jobs is not None else min(os.cpu_count() or 1, 8))
+                                  jobs=jobs if jobs is not None else workers.default_jobs())
     except Exception:  # the review stands without the marks
         if debugging():
             raise

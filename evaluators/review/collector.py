@@ -1,8 +1,7 @@
 """Garbage collection paced by files, for batch reviews.
 
 A review allocates a few hundred thousand objects per file (the tree, the model's scopes and
-bindings), and the model's objects point at each other, so only the cycle collector frees them.
-Left to its allocation-count thresholds, the collector runs full passes over everything the
+bindings). Left to its allocation-count thresholds, the collector runs full passes over everything the
 batch still holds many times per file: on the vendored benchmark code that was about a third of
 the review's CPU time. Here the collector runs between files: the young generation every
 `YOUNG_EVERY` files and a full pass every `FULL_EVERY`, to bound what survives; memory stays near

@@ -227,7 +227,7 @@ def _fstring_body(src: _Source, i: int, term: str, new: str, raw: bool, enclosin
             if text.startswith("{{", i):
                 i += 2
                 continue
-            i = _field(src, i + 1, term, raw, inner)
+            i = _field(src, i + 1, term, inner)
             continue
         if c == "}":
             i += 2 if text.startswith("}}", i) else 1
@@ -236,7 +236,7 @@ def _fstring_body(src: _Source, i: int, term: str, new: str, raw: bool, enclosin
     raise _Give
 
 
-def _field(src: _Source, i: int, term: str, raw: bool, inner: tuple[str, ...]) -> int:
+def _field(src: _Source, i: int, term: str, inner: tuple[str, ...]) -> int:
     """A replacement field after its `{`: expression, `=`, `!conversion`, `:format spec`; returns
     the index after its closing `}`."""
     text, n = src.text, len(src.text)
@@ -250,7 +250,7 @@ def _field(src: _Source, i: int, term: str, raw: bool, inner: tuple[str, ...]) -
         i += 1
         while i < n and text[i] != "}":  # the format spec: literal text with nested fields
             if text[i] == "{":
-                i = _field(src, i + 1, term, raw, inner)
+                i = _field(src, i + 1, term, inner)
                 continue
             if text.startswith(term, i):
                 raise _Give

@@ -30,17 +30,22 @@ class Tree:
         self.module = cst.parse_module(source)
         wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
         self._pos = wrapper.resolve(PositionProvider)
-        # Parents from one pass over the nodes' fields: LibCST's ParentNodeProvider gives the same
-        # map through its visitor, which rebuilds every node, ten times slower.
+        # One pass over the nodes' fields gives each node's parent and indexes the nodes by where
+        # they start (a finding's node is looked up there): LibCST's ParentNodeProvider gives the
+        # same parents through a visitor that rebuilds every node, ten times slower.
         self._parent: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._starts: dict[tuple[int, int], list[cst.CSTNode]] = {}
         stack = [self.module]
-        while stack:
+        while stack:  # pre-order: an ancestor is indexed before the nodes inside it
             node = stack.pop()
-            for child in _fields_children(node):
+            if node in self._pos:
+                start = self._pos[node].start
+                self._starts.setdefault((start.line, start.column), []).append(node)
+            kids = fields_children(node)
+            for child in kids:
                 self._parent[child] = node
-                stack.append(child)
+            stack.extend(reversed(kids))
         self.lines = source.splitlines()
-        self._starts: dict[tuple[int, int], list[cst.CSTNode]] | None = None
         self.memo: dict = {}  # what the fixes read of the whole module, computed once per source
 
     # ---- where things are -------------------------------------------------------------------
@@ -68,17 +73,7 @@ class Tree:
         return len(text.encode("utf-8")[:max(byte_col - 1, 0)].decode("utf-8", errors="ignore"))
 
     def _starting(self, finding: Finding) -> list[cst.CSTNode]:
-        """The nodes that start where the finding points, outermost first: one walk of the module
-        indexes every node by its start (a walk per finding read the module once per fix)."""
-        if self._starts is None:
-            self._starts = {}
-            stack = [self.module]
-            while stack:  # pre-order: an ancestor before the nodes inside it
-                node = stack.pop()
-                if node in self._pos:
-                    start = self._pos[node].start
-                    self._starts.setdefault((start.line, start.column), []).append(node)
-                stack.extend(reversed(_fields_children(node)))
+        """The nodes that start where the finding points, outermost first."""
         return self._starts.get((finding.line, self.char_col(finding.line, finding.col)), [])
 
     def at(self, finding: Finding, types: tuple[type, ...]) -> cst.CSTNode | None:
@@ -88,9 +83,6 @@ class Tree:
     def at_all(self, finding: Finding, types: tuple[type, ...]) -> list[cst.CSTNode]:
         """Every node of `types` that starts where the finding points, outermost first."""
         return [n for n in self._starting(finding) if isinstance(n, types)]
-
-    def _contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-        return any(a is outer for a in self.ancestors(inner))
 
     def walk(self, root: cst.CSTNode | None = None) -> Iterator[cst.CSTNode]:
         stack = [root or self.module]
@@ -140,7 +132,7 @@ class Tree:
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def _fields_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+def fields_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The node's children read from its dataclass fields (field order, not always source order):
     LibCST's `children` property gets them by running a visitor that rebuilds the node."""
     names = _FIELD_NAMES.get(node.__class__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from jaxmem.evaluators.review.fixes._cst import Tree, _fields_children, module_names
+from jaxmem.evaluators.review.fixes._cst import Tree, fields_children, module_names
 from jaxmem.evaluators.review.fixes._edits import Edits, take_leading
 
 
@@ -78,7 +78,7 @@ def _module_scope_imports(module: cst.Module):
             continue
         if isinstance(node, (cst.FunctionDef, cst.BaseExpression)):
             continue
-        stack.extend(reversed(_fields_children(node)))
+        stack.extend(reversed(fields_children(node)))
 
 
 class Imports:

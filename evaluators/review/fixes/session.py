@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from jaxmem.evaluators.review import inputs
+from jaxmem.evaluators.review import inputs, workers
 from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
 from jaxmem.evaluators.review.finding import Finding
 from jaxmem.evaluators.review.fixes import REGISTRY
@@ -85,13 +85,10 @@ def annotate_findings(findings: Sequence[Finding], *, options: Options = Options
             by_path.setdefault(f.path, []).append(f)
     todo = [(path, mine) for path, mine in by_path.items() if path not in ("<stdin>", "-") and Path(path).is_file()]
     if jobs > 1 and len(todo) >= ANNOTATE_PARALLEL_MIN_FILES:
-        import sys
         from concurrent.futures import ProcessPoolExecutor
-        from multiprocessing import get_context
 
-        todo.sort(key=lambda item: -_size(item[0]))  # largest first: the last to finish are small
-        ctx = get_context("fork") if sys.platform == "linux" else get_context("spawn")
-        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=ctx) as pool:
+        todo.sort(key=lambda item: -workers.file_size(item[0]))  # largest first: the last to finish are small
+        with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=workers.context()) as pool:
             marks = pool.map(_annotate_file, [(p, mine, options, max_bytes) for p, mine in todo])
             for (_path, mine), got in zip(todo, marks):
                 for f, (applicability, edits) in zip(mine, got):
@@ -111,13 +108,6 @@ def _annotate_file(args, in_place: bool = False) -> list[tuple]:
     if loaded.text is not None:
         annotate(mine, loaded.text, options=options, notebook_file=path.endswith(".ipynb"))
     return [] if in_place else [(f.fix_applicability, f.fix_edits) for f in mine]
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def diff_text(outcomes: Sequence[Outcome]) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic import exports
 from jaxmem.evaluators.review.semantic.builder import _Builder
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.kinds import own_returns
@@ -98,16 +99,16 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
     a.module_name, a.project = module, project
     # Imports first: decorators and assignments below may refer to names imported later in
     # the walk order (imports inside functions, or after use in a notebook cell).
+    own = None
     for node in _top_level(tree):
-        if isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
-            # `from utils.imports import *` of a module of the reviewed tree: what it binds
-            # (`jax`, `partial`, its own functions) is bound here too.
-            base = absolute_module(node, module)
-            if base and project is not None:
-                own = _own_top_level_names(tree)  # what this file binds itself wins
-                for name, target in project.star_exports(project.beside(base, module)).items():
-                    if name not in own:
-                        a.aliases.setdefault(name, target)
+        # `from utils.imports import *` of a module of the reviewed tree: what it binds (`jax`,
+        # `partial`, its own functions) is bound here too, unless this file binds the name itself.
+        star = exports.star_import(project, node, module)
+        if star is not None:
+            own = _own_top_level_names(tree) if own is None else own
+            for name, target in star.items():
+                if name not in own:
+                    a.aliases.setdefault(name, target)
             continue
         for name, target in import_bindings(node, module, a.from_import):
             a.aliases.setdefault(name, target)

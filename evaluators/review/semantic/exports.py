@@ -13,17 +13,28 @@ import ast
 from jaxmem.evaluators.review.semantic.names import absolute_module, import_bindings
 
 
+def star_import(project, node: ast.AST, module: str | None) -> dict[str, str] | None:
+    """What `node` binds when it is `from <module of the tree> import *` (empty when that module is
+    not in the tree, or no tree is reviewed); None when `node` is no star import."""
+    if not (isinstance(node, ast.ImportFrom) and node.names[0].name == "*"):
+        return None
+    base = absolute_module(node, module)
+    return project.star_exports(project.beside(base, module)) if base and project is not None else {}
+
+
 def top_level_imports(project, path: str, module: str) -> dict[str, str]:
     """Names a module binds by its own top-level imports, to the absolute names they stand for
     (a star import of another module of the tree included)."""
     got = project.source_tree(path, needs=b"import")
-    if got is None:
-        return {}
+    return _imports_of(project, got[1], module) if got is not None else {}
+
+
+def _imports_of(project, tree: ast.Module, module: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for node in got[1].body:
-        if isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
-            base = absolute_module(node, module)
-            for name, target in (project.star_exports(project.beside(base, module)) if base else {}).items():
+    for node in tree.body:
+        star = star_import(project, node, module)
+        if star is not None:
+            for name, target in star.items():
                 out.setdefault(name, target)
             continue
         for name, target in import_bindings(node, module):
@@ -37,7 +48,7 @@ def star_names(project, dotted: str, module: str) -> dict[str, str]:
     if got is None:
         return {}
     tree = got[1]
-    out = {name: target for name, target in top_level_imports(project, project.files[module], module).items()}
+    out = _imports_of(project, tree, module)  # the same tree: a module not kept is parsed once here
     public = None
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
