@@ -850,3 +850,19 @@ def test_an_instance_of_a_class_of_another_file_beside_the_script_reaches_its_st
     assert info is not None and info.exact is False and info.static_names() == {"train"}
     other, tree = model(loop, module="RADT.train", project=project)  # the sibling's GPT jits nothing
     assert other.jit_info(expr_at(tree, 6, "model.model_step"), scope_at(other, 6)) is None
+
+
+def test_nested_loops_that_only_copy_end_the_search_for_an_earlier_wait():
+    """Reduced from a cellular-automaton script that prints a rule table in three nested loops:
+    the search for an earlier wait went from the inner loop to its parent and back again until
+    Python's recursion limit, and the whole file was skipped as "too deeply nested"."""
+    source = textwrap.dedent("""
+        import jax.numpy as jnp
+
+        rule_table = jnp.zeros((2, 2, 2))
+        for i in range(2):
+            for j in range(2):
+                for k in range(2):
+                    print(f"rule_table[{i},{j},{k}] = {rule_table[i, j, k]}")
+    """)
+    engine.check_source(source, "table.py", registry.all_rules(), lambda c: "", None, None)

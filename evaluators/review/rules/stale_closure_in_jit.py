@@ -84,7 +84,7 @@ class StaleClosureInJit(Rule):
                         loop, fresh = found
                         reported.add(n.id)
                         ctx.report(self, n, func=sorted(names)[0], name=n.id, line=loop.lineno,
-                                   fix=self.fix.format(name=n.id), sure=fresh)
+                                   sure=fresh)
             stack.extend((child, here) for child in astutil.children(n))
 
 

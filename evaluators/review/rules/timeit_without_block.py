@@ -49,7 +49,8 @@ class TimeitWithoutBlock(Rule):
         if proven or handed:
             what = ast.unparse(timed)
             what = what if len(what) <= 60 else what[:57] + "..."
-            ctx.report(self, node, what=what, fix=self.fix.format(what=what), sure=proven)
+            # The fix template is filled in once, by report(): `what` may hold braces (a dict literal).
+            ctx.report(self, node, what=what, sure=proven)
 
 
 def _waits(call: ast.Call, ctx: Ctx) -> bool:

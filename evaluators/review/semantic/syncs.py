@@ -147,9 +147,10 @@ def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
             return True  # in a branch of `if nbrs.did_buffer_overflow:`: the test already waited
     # `for k in history: history[k].append(float(metrics[k]))` right after a wait: an inner loop
     # that queues no device work of its own reads what the outer iteration already waited for.
-    outer = [l for l in ctx.loops if l is not loop]
-    if outer and loop in ctx.loops and _only_copies(ctx, loop):
-        return waited_before(ctx, outer[-1])
+    # Only loops that enclose this one: a sibling order would bounce between two loops forever.
+    at = next((k for k, l in enumerate(ctx.loops) if l is loop), None)
+    if at and _only_copies(ctx, loop):
+        return waited_before(ctx, ctx.loops[at - 1])
     return False
 
 
