@@ -43,10 +43,10 @@ import re
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
-from jaxmem.evaluators.review.semantic import clocks
-from jaxmem.evaluators.review.semantic.branches import periodic_guard
-from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, dotted, pos
-from jaxmem.evaluators.review.semantic.syncs import hands_to_converter, is_sync, waits
+from jaxmem.evaluators.review.semantic import clocks, regions
+from jaxmem.evaluators.review.semantic.helpers import own_nodes, signature
+from jaxmem.evaluators.review.semantic.names import dotted, pos
+from jaxmem.evaluators.review.semantic.syncs import waits
 
 # A label naming the compiling warm-up ("Time to jit", "warm-up"), not "jitted step" (the compiled run).
 _JIT_WORD = re.compile(r"(?<![A-Za-z])(jit|jitting|warm[- _]?up)(?![A-Za-z])", re.IGNORECASE)
@@ -74,16 +74,6 @@ def _names_compilation(stmt: ast.stmt) -> bool:
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
 
 
-def _or_else(test: ast.AST, ctx: Ctx) -> bool:
-    """`step % N == 0 or is_last_step` (also through a name bound to it): the branch also runs on
-    another condition, which may be the last step, so its wait may come after all the work."""
-    if isinstance(test, ast.Name):
-        b = ctx.analysis.resolve(test.id, ctx.scope, pos(test))
-        test = b.value if b is not None and b.how == "assign" and b.value is not None else test
-    return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not all(
-        any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in astutil.walk(v)) for v in test.values)
-
-
 class TimingWithoutBlockUntilReady(Rule):
     code = "JM701"
     name = "timing-without-block-until-ready"
@@ -103,7 +93,7 @@ class TimingWithoutBlockUntilReady(Rule):
         if ctx.qualname(node.func) in ("timeit.timeit", "timeit.repeat") and node.args:
             fn = node.args[0]
             if isinstance(fn, ast.Lambda):
-                runs, waits, _jitted = self._scan([fn.body], ctx)
+                runs, waits, _jitted = regions.scan([fn.body], ctx)
                 if runs and not waits:
                     ctx.report(self, node)
 
@@ -117,8 +107,10 @@ class TimingWithoutBlockUntilReady(Rule):
                 # comes later. That closes a region from `start`; `start` stays open, since a later
                 # `time.time() - start` may time the whole, and `end` may start the next region.
                 later = body[i + 1:]
+                end = stmt.targets[0].id
                 for name, start in list(starts.items()):
-                    if any(self._difference(s, stmt.targets[0].id, name) for s in later):
+                    if any(self._difference(s, end, name) or self._elapsed_in_helper(s, end, name, ctx)
+                           for s in later):
                         self._region(body, start, i, name, stmt, stmt.value, ctx)
                 starts[stmt.targets[0].id] = i
                 continue
@@ -166,14 +158,14 @@ class TimingWithoutBlockUntilReady(Rule):
     def _timed(self, stmts: list[ast.stmt], at: ast.AST, ctx: Ctx, guessed: bool = False) -> None:
         """A region timed by a helper: dispatch-only when it runs JAX work and nothing waits.
         `guessed`: the helper is a timer by its class's name only (its body is not in the review)."""
-        runs, waited, _jitted = self._scan(stmts, ctx)
+        runs, waited, _jitted = regions.scan(stmts, ctx)
         if runs and not waited:
-            ctx.report(self, at, sure=not guessed and self._proven_work(stmts, ctx))
+            ctx.report(self, at, sure=not guessed and regions.proven_work(stmts, ctx))
 
     def _region(self, body: list[ast.stmt], start: int, i: int, name: str, stmt: ast.stmt, stop: ast.AST,
                 ctx: Ctx) -> None:
         """The statements between the timer's start (body[start]) and where it is read (body[i])."""
-        runs, waited, jitted = self._scan(body[start + 1:i], ctx)
+        runs, waited, jitted = regions.scan(body[start + 1:i], ctx)
         if not waited and self._stop_waits(stmt, stop, ctx):
             waited = True
         if not runs:
@@ -187,13 +179,18 @@ class TimingWithoutBlockUntilReady(Rule):
             start > 0 and isinstance(body[start - 1], ast.Expr) and _names_compilation(body[start - 1]))
         if labelled:
             return  # the region is meant to time the compiling call
+        if waited and not self._stop_waits(stmt, stop, ctx) and not regions.scan(body[start + 1:i], ctx, guesses=False)[1]:
+            # The only waits are guesses (a result of code the reviewer cannot see, device values
+            # handed to it): the region may well time dispatch only. Possible, never sure.
+            ctx.report(self, stop, sure=False)
+            return
         if not waited:
             # Sure when the region runs a jitted callable resolved exactly or a compiled loop: its
             # result is a device array whose work nothing in the region waits for. Not where a
             # loop in it waits every N steps (`if (i + 1) % print_every == 0: print(f"{logp}")`):
             # then only the steps after the last wait are left out, not all but the dispatch.
-            ctx.report(self, stop, sure=self._proven_work(body[start + 1:i], ctx)
-                       and not self._waits_sometimes(body[start + 1:i], ctx))
+            ctx.report(self, stop, sure=regions.proven_work(body[start + 1:i], ctx)
+                       and not regions.waits_sometimes(body[start + 1:i], ctx))
             return
         if ctx.loops:
             return  # timed on every iteration: only the first includes compilation
@@ -210,24 +207,39 @@ class TimingWithoutBlockUntilReady(Rule):
                 ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix, severity="info", func=first)
 
     @staticmethod
-    def _proven_work(stmts: list[ast.stmt], ctx: Ctx) -> bool:
-        """The region dispatches compiled work the model can name: a jitted callable resolved
-        exactly, or a compiled loop run eagerly (`jax.lax.scan(...)` outside jit compiles the
-        whole loop and returns before it has run, like a jitted call)."""
-        for stmt in stmts:
-            for n in astutil.walk(stmt):
-                if isinstance(n, ast.Call):
-                    info = ctx.jit_info(n.func)
-                    if (info is not None and info.exact) or ctx.qualname(n.func) in EAGER_LOOPS:
-                        return True
-        return False
-
-    @staticmethod
     def _difference(stmt: ast.stmt, end: str | None, start: str) -> bool:
         """`end - start` somewhere in the statement (any `... - start` when `end` is None)."""
         return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.right, ast.Name)
                    and n.right.id == start and (end is None or (isinstance(n.left, ast.Name) and n.left.id == end))
                    for n in astutil.walk(stmt))
+
+    @staticmethod
+    def _elapsed_in_helper(stmt: ast.stmt, end: str, start: str, ctx: Ctx) -> bool:
+        """`report(start_tic, prompt_tic, end_tic)` where the module's `report` subtracts the
+        parameters the two timestamps land on (`prompt_time - start_time`): the elapsed time is
+        computed there, so the region between them is timed all the same."""
+        for n in astutil.walk(stmt):
+            if not isinstance(n, ast.Call):
+                continue
+            names = {a.id: i for i, a in enumerate(n.args) if isinstance(a, ast.Name)}
+            names.update({k.value.id: k.arg for k in n.keywords if isinstance(k.value, ast.Name) and k.arg})
+            if end not in names or start not in names:
+                continue
+            fn = ctx.analysis.resolve_def(n.func, ctx.scope)
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            positional, _ = signature(fn)
+            if positional and positional[0] in ("self", "cls") and isinstance(n.func, ast.Attribute):
+                positional = positional[1:]
+            # A keyword lands on its name, a position on the parameter there.
+            p_end, p_start = (w if isinstance(w, str) else positional[w] if w < len(positional) else None
+                              for w in (names[end], names[start]))
+            if p_end and p_start and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Sub)
+                                         and isinstance(x.left, ast.Name) and x.left.id == p_end
+                                         and isinstance(x.right, ast.Name) and x.right.id == p_start
+                                         for x in own_nodes(fn)):
+                return True
+        return False
 
     def _reset_inside(self, stmts: list[ast.stmt], name: str, ctx: Ctx) -> bool:
         """The timer is started again inside the region (in a loop or branch)."""
@@ -264,106 +276,6 @@ class TimingWithoutBlockUntilReady(Rule):
                 return True
         return False
 
-    def _scan(self, stmts: list[ast.AST], ctx: Ctx) -> tuple[bool, bool, list[str]]:
-        """One pass: does JAX work run, does anything wait for it, which jitted functions are called."""
-        runs = pending = False
-        jitted: list[str] = []
-        # A wait that runs every N steps of a loop in the region (`if step % 100 == 0: log(loss)`)
-        # leaves the steps after the last one it saw queued when the clock stops.
-        sometimes = self._periodic_parts(stmts, ctx)
-        for stmt in stmts:
-            # Statement by statement: work queued after the last wait is still running when the
-            # clock stops (`reset = env.reset(...)`, a wait, then `buffer = collect(...)`, jitted).
-            st_runs = st_jitted = st_waits = False
-            for n in astutil.walk(stmt):
-                if isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax" and n not in sometimes:
-                    st_waits = True
-                if not isinstance(n, ast.Call):
-                    continue
-                if ctx.jit_info(n.func) is not None:
-                    jitted.append(dotted(n.func) or "function")
-                    st_runs = st_jitted = True
-                elif not st_runs and ctx.kind(n) == "jax":
-                    st_runs = True
-                if not st_waits and n not in sometimes and (
-                        is_sync(ctx, n) and not self._prints_only_time(n, ctx)
-                        or self._may_wait(n, ctx) or self._local_waits(n, ctx) or hands_to_converter(ctx, n)):
-                    st_waits = True
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) and self._opaque(stmt.value, ctx):
-                # A result from code the reviewer cannot see (`result = service.generate(reqs)`)
-                # may well be host data it waited for; not flagging is the safe side.
-                st_waits = True
-            # A statement that both runs and waits (`print(float(step(x)))`, a loop that reads its
-            # results) ends having waited. After a wait, only a compiled call counts as work left
-            # running: a few eager operations on its results (`x[0]` of each metric) cost nothing.
-            pending = False if st_waits else (pending or st_jitted or (st_runs and not runs))
-            runs = runs or st_runs
-        return runs, not pending, jitted
-
-    @staticmethod
-    def _periodic_parts(stmts: list[ast.AST], ctx: Ctx) -> set[ast.AST]:
-        """Nodes under `if <step> % N ...:` inside a loop of these statements."""
-        out: set[ast.AST] = set()
-        for stmt in stmts:
-            for loop in astutil.walk(stmt):
-                if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
-                    continue
-                for n in astutil.walk(loop):
-                    if isinstance(n, ast.If) and periodic_guard(n, None, ctx.analysis, ctx.scope) \
-                            and not _or_else(n.test, ctx):
-                        out.update(x for part in n.body for x in astutil.walk(part))
-        return out
-
-    def _waits_sometimes(self, stmts: list[ast.AST], ctx: Ctx) -> bool:
-        """A loop of these statements waits for the device under a periodic guard."""
-        for n in self._periodic_parts(stmts, ctx):
-            if isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
-                return True
-            if isinstance(n, ast.Call) and (is_sync(ctx, n) or hands_to_converter(ctx, n)):
-                return True
-        return False
-
-    @staticmethod
-    def _opaque(call: ast.Call, ctx: Ctx) -> bool:
-        """A call into code the reviewer cannot see (not JAX/NumPy/stdlib, not jitted, not local)."""
-        if ctx.qualname(call.func) is not None or ctx.jit_info(call.func) is not None:
-            return False
-        if ctx.kind(call) == "jax":
-            return False  # `forward = jax.vmap(self.forward_pass)`: a transformed function, arrays out
-        if isinstance(call.func, ast.Name) and ctx.builtin(call.func):
-            return False
-        return ctx.analysis.resolve_def(call.func, ctx.scope) is None
-
-    @staticmethod
-    def _local_waits(call: ast.Call, ctx: Ctx) -> bool:
-        """A module function whose body waits (a host read, block_until_ready): one level."""
-        fn = ctx.analysis.resolve_def(call.func, ctx.scope)
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return False
-        memo = ctx.memo.setdefault("local_waits", {})
-        if fn not in memo:
-            memo[fn] = False
-            scope = ctx.analysis.scopes.get(fn)
-            if scope is not None and not scope.traced:
-                saved, ctx.scope = ctx.scope, scope
-                try:
-                    memo[fn] = any(waits(ctx, s) for s in fn.body if not isinstance(s, _DEFS))
-                finally:
-                    ctx.scope = saved
-        return memo[fn]
-
-    @staticmethod
-    def _may_wait(call: ast.Call, ctx: Ctx) -> bool:
-        """Device values handed to code we cannot see (a checkpoint manager, a metrics writer)
-        may be read there; not flagging is the safe side."""
-        q = ctx.qualname(call.func)
-        if q is not None or ctx.jit_info(call.func) is not None:
-            return False  # known library (jax, numpy, time, ...) or a jitted function
-        if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "add", "update"):
-            return False  # containers keep references; they read nothing
-        args = [*call.args, *(k.value for k in call.keywords)]
-        return any(ctx.kind(a) == "jax" for a in args)
-
     def _is_timer(self, node: ast.AST, ctx: Ctx) -> bool:
         return isinstance(node, ast.Call) and ctx.qualname(node.func) in TIMERS
 
@@ -373,12 +285,5 @@ class TimingWithoutBlockUntilReady(Rule):
                     and n.right.id == name and self._is_timer(n.left, ctx)):
                 return n
         return None
-
-    @staticmethod
-    def _prints_only_time(call: ast.Call, ctx: Ctx) -> bool:
-        """`print(time.perf_counter() - t0)` is where the timing ends, not a wait on JAX."""
-        return isinstance(call.func, ast.Name) and call.func.id == "print" and not any(
-            ctx.kind(a) == "jax" for a in call.args)
-
 
 RULE = TimingWithoutBlockUntilReady()

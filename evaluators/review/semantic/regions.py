@@ -1,0 +1,271 @@
+"""What a region of statements does to the device: whether it queues JAX work, and whether
+anything in it waits for that work before the region ends (a timed region, between two clock
+reads). Read statement by statement, in order: work queued after the last wait is still running
+when the region ends.
+
+Each predicate takes the walk's position (`ctx`, semantic/walk.py), never a rule.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic.branches import periodic_guard
+from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
+from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, dotted, pos
+from jaxmem.evaluators.review.semantic.syncs import (
+    FORMAT_BUILTINS,
+    SYNC_BUILTINS,
+    builtin_name,
+    hands_to_converter,
+    is_sync,
+    reads_condition,
+    waits,
+)
+from jaxmem.evaluators.review.semantic.walk import Walk
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
+
+def or_else(test: ast.AST, ctx: Walk) -> bool:
+    """`step % N == 0 or is_last_step` (also through a name bound to it): the branch also runs on
+    another condition, which may be the last step, so its wait may come after all the work."""
+    if isinstance(test, ast.Name):
+        b = ctx.analysis.resolve(test.id, ctx.scope, pos(test))
+        test = b.value if b is not None and b.how == "assign" and b.value is not None else test
+    return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not all(
+        any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in astutil.walk(v)) for v in test.values)
+
+
+def proven_work(stmts: list[ast.stmt], ctx: Walk) -> bool:
+    """The region dispatches compiled work the model can name: a jitted callable resolved
+    exactly, or a compiled loop run eagerly (`jax.lax.scan(...)` outside jit compiles the
+    whole loop and returns before it has run, like a jitted call)."""
+    for stmt in stmts:
+        for n in astutil.walk(stmt):
+            if isinstance(n, ast.Call):
+                info = ctx.jit_info(n.func)
+                if (info is not None and info.exact) or ctx.qualname(n.func) in EAGER_LOOPS:
+                    return True
+                if info is None and any(exact for _name, exact in local_jitted(n, ctx)):
+                    return True  # a module function whose body calls the exactly resolved step
+    return False
+
+
+def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, bool, list[str]]:
+    """One pass: does JAX work run, does anything wait for it, which jitted functions are called.
+    `guesses`: code the reviewer cannot see counts as waiting when it is handed device values
+    or its result is kept (the safe side). Without, such code still waits where it is a sink (a
+    call whose result is dropped: `writer.write_scalars(step, metrics)` reads what it is given),
+    but a producer (`logits, cache = model(tokens, cache)`) is taken to queue work like any
+    other call on device values."""
+    runs = pending = False
+    jitted: list[str] = []
+    # A wait that runs every N steps of a loop in the region (`if step % 100 == 0: log(loss)`)
+    # leaves the steps after the last one it saw queued when the clock stops.
+    sometimes = periodic_parts(stmts, ctx)
+    produced: set[str] = set()  # names bound to what code the reviewer cannot see returned
+    for stmt in stmts:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # defining a function runs none of its body
+        # Statement by statement: work queued after the last wait is still running when the
+        # clock stops (`reset = env.reset(...)`, a wait, then `buffer = collect(...)`, jitted).
+        st_runs = st_jitted = st_waits = False
+        sinks = {e.value for e in astutil.walk(stmt) if isinstance(e, ast.Expr)} if not guesses else ()
+        for n in astutil.walk(stmt):
+            if isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax" and n not in sometimes:
+                st_waits = True
+            if isinstance(n, (ast.If, ast.While, ast.Assert, ast.IfExp)) and n not in sometimes \
+                    and reads_condition(ctx, n.test):
+                st_waits = True  # `assert size >= n`, `if done:` on a device value: bool() waits
+            if produced and _reads_produced(n, produced, ctx):
+                st_waits = True  # `print(parameters)` of what `warmup.run(...)` returned
+            if not isinstance(n, ast.Call):
+                continue
+            if ctx.jit_info(n.func) is not None:
+                jitted.append(dotted(n.func) or "function")
+                st_runs = st_jitted = True
+            elif local := local_jitted(n, ctx):
+                jitted.extend(name for name, _exact in local)  # a module function calling jitted ones
+                st_runs = st_jitted = True
+            elif not st_runs and ctx.kind(n) == "jax":
+                st_runs = True
+            if not st_waits and n not in sometimes and (
+                    is_sync(ctx, n) and not prints_only_time(n, ctx)
+                    or (guesses or n in sinks) and may_wait(n, ctx) or local_waits(n, ctx)
+                    or hands_to_converter(ctx, n)):
+                st_waits = True
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) \
+                and opaque(stmt.value, ctx):
+            # A result from code the reviewer cannot see (`result = service.generate(reqs)`)
+            # may well be host data it waited for; not flagging is the safe side. Without
+            # guesses, a host read of it later in the region is the wait.
+            if guesses:
+                st_waits = True
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            produced.update(x.id for t in targets for x in astutil.walk(t) if isinstance(x, ast.Name))
+        # A statement that both runs and waits (`print(float(step(x)))`, a loop that reads its
+        # results) ends having waited. After a wait, only a compiled call counts as work left
+        # running: a few eager operations on its results (`x[0]` of each metric) cost nothing.
+        pending = False if st_waits else (pending or st_jitted or (st_runs and not runs))
+        runs = runs or st_runs
+    return runs, not pending, jitted
+
+
+def _reads_produced(n: ast.AST, produced: set[str], ctx: Walk) -> bool:
+    """A host read of a name bound to an unseen call's result: printed, formatted, converted."""
+    if isinstance(n, ast.FormattedValue):
+        args = [n.value]
+    elif isinstance(n, ast.Call) and (builtin_name(ctx, n.func) in (*SYNC_BUILTINS, *FORMAT_BUILTINS)
+                                      or ctx.qualname(n.func) in ("numpy.asarray", "numpy.array", "jax.device_get")):
+        args = [*n.args, *(k.value for k in n.keywords)]
+    else:
+        return False
+    return any(isinstance(x, ast.Name) and x.id in produced for a in args for x in astutil.walk(a))
+
+
+def periodic_parts(stmts: list[ast.AST], ctx: Walk) -> set[ast.AST]:
+    """Nodes under `if <step> % N ...:` inside a loop of these statements."""
+    out: set[ast.AST] = set()
+    for stmt in stmts:
+        for loop in astutil.walk(stmt):
+            if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+                continue
+            for n in astutil.walk(loop):
+                if isinstance(n, ast.If) and periodic_guard(n, None, ctx.analysis, ctx.scope) \
+                        and not or_else(n.test, ctx):
+                    out.update(x for part in n.body for x in astutil.walk(part))
+    return out
+
+
+def waits_sometimes(stmts: list[ast.AST], ctx: Walk) -> bool:
+    """A loop of these statements waits for the device under a periodic guard."""
+    for n in periodic_parts(stmts, ctx):
+        if isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
+            return True
+        if isinstance(n, ast.Call) and (is_sync(ctx, n) or hands_to_converter(ctx, n)):
+            return True
+    return False
+
+
+def opaque(call: ast.Call, ctx: Walk) -> bool:
+    """A call into code the reviewer cannot see (not JAX/NumPy/stdlib, not jitted, not local)."""
+    if ctx.qualname(call.func) is not None or ctx.jit_info(call.func) is not None:
+        return False
+    if ctx.kind(call) == "jax":
+        return False  # `forward = jax.vmap(self.forward_pass)`: a transformed function, arrays out
+    if isinstance(call.func, ast.Name) and ctx.analysis.is_builtin(call.func, ctx.scope):
+        return False
+    return ctx.analysis.resolve_def(call.func, ctx.scope) is None and not local_jitted(call, ctx)
+
+
+def local_jitted(call: ast.Call, ctx: Walk) -> list[tuple[str, bool]]:
+    """The jitted functions (name, resolved exactly) a call runs through code of this module, one
+    level: a module function whose own statements call them (`run_training_step(step)`, whose
+    body calls the jitted step), or a callable parameter (`output = fn(*args)` in a timing
+    helper) where the module's calls of its function hand it jitted work."""
+    fn = ctx.analysis.resolve_def(call.func, ctx.scope)
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return _def_jitted(fn, ctx)
+    if fn is None and isinstance(call.func, ast.Name):
+        b = ctx.analysis.resolve(call.func.id, ctx.scope, pos(call.func))
+        if b is not None and b.how == "param" and isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return _passed_jitted(b.node, b.name, ctx)
+    return []
+
+
+def _def_jitted(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> list[tuple[str, bool]]:
+    memo = ctx.memo.setdefault("local_jitted", {})
+    if fn not in memo:
+        memo[fn] = []
+        scope = ctx.analysis.scopes.get(fn)
+        if scope is not None and not scope.traced:
+            saved, ctx.scope = ctx.scope, scope
+            try:
+                memo[fn] = [(dotted(c.func) or "function", info.exact) for c in own_calls(fn, ctx.analysis)
+                            if (info := ctx.jit_info(c.func)) is not None]
+            finally:
+                ctx.scope = saved
+    return memo[fn]
+
+
+def _callable_work(arg: ast.AST, ctx: Walk) -> list[tuple[str, bool]]:
+    """The jitted work a callable argument stands for: a jitted function, `partial` of one, or a
+    module function that calls jitted ones."""
+    if isinstance(arg, ast.Call) and ctx.qualname(arg.func) == "functools.partial" and arg.args:
+        return _callable_work(arg.args[0], ctx)
+    info = ctx.jit_info(arg)
+    if info is not None:
+        return [(dotted(arg) or "function", info.exact)]
+    fn = ctx.analysis.resolve_def(arg, ctx.scope)
+    return _def_jitted(fn, ctx) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+
+
+def _passed_jitted(owner: ast.FunctionDef | ast.AsyncFunctionDef, param: str, ctx: Walk) -> list[tuple[str, bool]]:
+    """What the module hands parameter `param` of `owner`: `record_time(evaluate)(key)`,
+    `benchmark(train_step, data)`, or `@measure_time` over a function (the first parameter)."""
+    memo = ctx.memo.setdefault("passed_jitted", {})
+    key = (owner, param)
+    if key in memo:
+        return memo[key]
+    memo[key] = []
+    positional, _vararg = signature(owner)
+    at = positional.index(param) if param in positional else None
+    found: list[tuple[str, bool]] = []
+    a, saved = ctx.analysis, ctx.scope
+    try:
+        for scope in list(a.scopes.values()):
+            ctx.scope = scope
+            for c in [*scope.calls, *scope.header_calls]:
+                if a.resolve_def(c.func, scope) is not owner:
+                    continue
+                arg = c.args[at] if at is not None and at < len(c.args) and not any(
+                    isinstance(x, ast.Starred) for x in c.args[:at + 1]) else next(
+                    (k.value for k in c.keywords if k.arg == param), None)
+                if arg is not None:
+                    found += _callable_work(arg, ctx)
+            if at == 0:
+                for inner in scope.inner:
+                    if any(isinstance(d, (ast.Name, ast.Attribute)) and a.resolve_def(d, scope) is owner
+                           for d in getattr(inner.node, "decorator_list", ())):
+                        found += _def_jitted(inner.node, ctx)
+    finally:
+        ctx.scope = saved
+    memo[key] = found
+    return found
+
+
+def local_waits(call: ast.Call, ctx: Walk) -> bool:
+    """A module function whose body waits (a host read, block_until_ready): one level."""
+    fn = ctx.analysis.resolve_def(call.func, ctx.scope)
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    memo = ctx.memo.setdefault("local_waits", {})
+    if fn not in memo:
+        memo[fn] = False
+        scope = ctx.analysis.scopes.get(fn)
+        if scope is not None and not scope.traced:
+            saved, ctx.scope = ctx.scope, scope
+            try:
+                memo[fn] = any(waits(ctx, s) for s in fn.body if not isinstance(s, _DEFS))
+            finally:
+                ctx.scope = saved
+    return memo[fn]
+
+
+def may_wait(call: ast.Call, ctx: Walk) -> bool:
+    """Device values handed to code we cannot see (a checkpoint manager, a metrics writer)
+    may be read there; not flagging is the safe side."""
+    q = ctx.qualname(call.func)
+    if q is not None or ctx.jit_info(call.func) is not None:
+        return False  # known library (jax, numpy, time, ...) or a jitted function
+    if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "add", "update"):
+        return False  # containers keep references; they read nothing
+    args = [*call.args, *(k.value for k in call.keywords)]
+    return any(ctx.kind(a) == "jax" for a in args)
+
+
+def prints_only_time(call: ast.Call, ctx: Walk) -> bool:
+    """`print(time.perf_counter() - t0)` is where the timing ends, not a wait on JAX."""
+    return isinstance(call.func, ast.Name) and call.func.id == "print" and not any(
+        ctx.kind(a) == "jax" for a in call.args)
