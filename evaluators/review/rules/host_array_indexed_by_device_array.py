@@ -55,8 +55,11 @@ class HostArrayIndexedByDeviceArray(Rule):
     def check(self, node: ast.Subscript, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body) or not isinstance(node.ctx, ast.Load):
             return
-        if ctx.loops and isinstance(ctx.loops[-1], COMPREHENSIONS):
-            return  # a comprehension builds data (setup, a gather); the steps run in statement loops
+        if ctx.loops and all(isinstance(loop, COMPREHENSIONS) for loop in ctx.loops) and not ctx.per_step_body:
+            # A comprehension on its own builds data (setup, a gather); the steps run in statement
+            # loops. Inside a step (`batch = {k: v[perm] for k, v in ds.items()}` in the loop), it
+            # reads the index on every step like the loop's own statements.
+            return
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         index = [p for p in parts if not isinstance(p, ast.Slice) and ctx.kind(p) == "jax"]
         if not index:

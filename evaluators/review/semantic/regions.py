@@ -85,8 +85,10 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
             if ctx.jit_info(n.func) is not None:
                 jitted.append(dotted(n.func) or "function")
                 st_runs = st_jitted = True
-            elif local := local_jitted(n, ctx):
-                jitted.extend(name for name, _exact in local)  # a module function calling jitted ones
+            elif local_jitted(n, ctx):
+                # A module function calling jitted ones queues compiled work. Its first call is not
+                # reported as a compile: such a function is mostly a whole run (a wall-clock total,
+                # compile included on purpose), and which call compiles is not seen here.
                 st_runs = st_jitted = True
             elif not st_runs and ctx.kind(n) == "jax":
                 st_runs = True
@@ -198,7 +200,9 @@ def _callable_work(arg: ast.AST, ctx: Walk) -> list[tuple[str, bool]]:
     if info is not None:
         return [(dotted(arg) or "function", info.exact)]
     fn = ctx.analysis.resolve_def(arg, ctx.scope)
-    return _def_jitted(fn, ctx) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or _def_waits(fn, ctx):
+        return []  # a function that waits for its own work (`c.block_until_ready()` at its end)
+    return _def_jitted(fn, ctx)
 
 
 def _passed_jitted(owner: ast.FunctionDef | ast.AsyncFunctionDef, param: str, ctx: Walk) -> list[tuple[str, bool]]:
@@ -238,8 +242,10 @@ def _passed_jitted(owner: ast.FunctionDef | ast.AsyncFunctionDef, param: str, ct
 def local_waits(call: ast.Call, ctx: Walk) -> bool:
     """A module function whose body waits (a host read, block_until_ready): one level."""
     fn = ctx.analysis.resolve_def(call.func, ctx.scope)
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
+    return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _def_waits(fn, ctx)
+
+
+def _def_waits(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bool:
     memo = ctx.memo.setdefault("local_waits", {})
     if fn not in memo:
         memo[fn] = False
