@@ -2,9 +2,10 @@
 
 What it does
     Flags `if`/`while` conditions and `and`/`or`/`not` tests that evaluate a JAX array inside an
-    eagerly running Python loop, such as `if loss < best:` or `while err > tol:`. An `if` whose
-    body only raises is a check that must read the value, and is not flagged; neither are loops
-    that are not hot (a few literal iterations, per epoch, no device work queued).
+    eagerly running Python loop, such as `if loss < best:` or `while err > tol:`. A test that
+    decides whether to go on (`while`, `if ...: break`, an `if` whose body only raises) must read
+    the value somewhere: it is reported as possible, never sure. Loops that are not hot (a few
+    literal iterations, per epoch, no device work queued) are not flagged.
 
 Why is this bad
     A Python condition calls `bool()` on the array: the host waits for the device and copies
@@ -47,8 +48,10 @@ class BranchOnArrayInLoop(Rule):
         in_loop = ctx.host_loop or ctx.per_step_body or (isinstance(node, ast.While) and not ctx.scope.traced)
         if not in_loop:
             return
-        if isinstance(node, ast.If) and node.body and all(isinstance(s, ast.Raise) for s in node.body):
-            return  # a check that raises on failure: an assertion, read because it must be
+        # A check that raises on failure (`if jnp.isnan(loss): raise ...`) reads because it must:
+        # a stop check, reported but never proven (checking every N steps, or on the device with
+        # checkify, removes the per-step wait).
+        raises = isinstance(node, ast.If) and bool(node.body) and all(isinstance(s, ast.Raise) for s in node.body)
         test = node.test
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance"
                for n in astutil.walk(test)):
@@ -56,7 +59,7 @@ class BranchOnArrayInLoop(Rule):
         if self._reads_array(test, ctx) and not periodic(ctx) and not (ctx.loops and not_per_step(ctx)):
             # A test that decides whether to go on (a `while` condition, `if ...: break`) is a stop
             # check: some read is needed unless the whole loop moves into lax.while_loop.
-            stop = isinstance(node, ast.While) or (isinstance(node, ast.If) and _exits(node.body))
+            stop = raises or isinstance(node, ast.While) or (isinstance(node, ast.If) and _exits(node.body))
             how = per_step_read(ctx, self._values(test, ctx), stop_check=stop)
             if how is not None:
                 ctx.report(self, test, what=describe(test), sure=how == "sure")
