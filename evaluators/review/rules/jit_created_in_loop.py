@@ -41,6 +41,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.loops import loop_bound
 from jaxmem.evaluators.review.semantic.names import TRACING_NAMES, end_pos, pos
+from jaxmem.evaluators.review.semantic.roles import role
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
 
@@ -126,8 +127,10 @@ class JitCreatedInLoop(Rule):
         if ctx.loops or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
         # A function with loops of its own is a driver: it builds once and runs the steps, unless
-        # a loop calls the driver itself (an evaluator's method run at every evaluation).
-        if scope.has_loops and not _method_called_in_loop(fn, scope, ctx):
+        # a loop calls the driver itself (an evaluator's method, or an `evaluate_model(state,
+        # val_iter)` run at every epoch, whose closure over the state is compiled anew each time).
+        if scope.has_loops and not (_method_called_in_loop(fn, scope, ctx)
+                                    or _called_in_loop(fn, ctx, roles=("train", "step", "epoch"))):
             return False
         if name is not None:
             used = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
@@ -136,9 +139,7 @@ class JitCreatedInLoop(Rule):
                 return False  # unused here, or a factory: the caller keeps what it returns
         if ctx.per_step_body:
             return True
-        called_in_loop = any(isinstance(c.func, ast.Name) and c.func.id == fn.name
-                             for c, _loop, _s, _g in ctx.analysis.loop_calls)
-        return scope.cls is not None and not fn.name.startswith("__") or called_in_loop
+        return scope.cls is not None and not fn.name.startswith("__") or _called_in_loop(fn, ctx)
 
     @staticmethod
     def _kept(ctx: Ctx) -> bool:
@@ -256,6 +257,15 @@ def _short(maker: str) -> str:
 
 
 RULE = JitCreatedInLoop()
+
+
+def _called_in_loop(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx, roles: tuple[str, ...] = ()) -> bool:
+    """A host loop of this module calls the function by its name; with `roles`, a loop that
+    trains, steps state or runs epochs (not a sweep over configurations, which each compile
+    anyway, nor a benchmark's loop over variants)."""
+    return any(isinstance(c.func, ast.Name) and c.func.id == fn.name
+               and (not roles or role(ctx.analysis, loop, s).role in roles)
+               for c, loop, s, _g in ctx.analysis.loop_calls)
 
 
 def _method_called_in_loop(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope, ctx: Ctx) -> bool:
