@@ -166,9 +166,14 @@ class TimingWithoutBlockUntilReady(Rule):
                 ctx: Ctx) -> None:
         """The statements between the timer's start (body[start]) and where it is read (body[i])."""
         runs, waited, jitted = regions.scan(body[start + 1:i], ctx)
-        if not waited and self._stop_waits(stmt, stop, ctx):
+        stop_waits = self._stop_waits(stmt, stop, ctx)
+        if not waited and stop_waits:
             waited = True
-        if not runs:
+        # Read again without guesses about code the reviewer cannot see: only where that reading
+        # finds work left running while the cautious one does not is the finding a guess.
+        guessed = not stop_waits and (not runs or waited) and regions.scan(body[start + 1:i], ctx, guesses=False)[:2] == (
+            True, False)
+        if not runs and not guessed:
             return
         # The label may also sit between the stop and the read of the difference (`end = time();
         # print("compilation complete!"); print(f"took {end - start}")`).
@@ -179,9 +184,10 @@ class TimingWithoutBlockUntilReady(Rule):
             start > 0 and isinstance(body[start - 1], ast.Expr) and _names_compilation(body[start - 1]))
         if labelled:
             return  # the region is meant to time the compiling call
-        if waited and not self._stop_waits(stmt, stop, ctx) and not regions.scan(body[start + 1:i], ctx, guesses=False)[1]:
+        if guessed:
             # The only waits are guesses (a result of code the reviewer cannot see, device values
-            # handed to it): the region may well time dispatch only. Possible, never sure.
+            # handed to it), or the only work is (a step the loop feeds its state through): the
+            # region may well time dispatch only. Possible, never sure.
             ctx.report(self, stop, sure=False)
             return
         if not waited:

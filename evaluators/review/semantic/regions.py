@@ -11,8 +11,9 @@ import ast
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
+from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
-from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, dotted, pos
+from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, LOOP_TYPES, dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import (
     FORMAT_BUILTINS,
     SYNC_BUILTINS,
@@ -65,6 +66,10 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
     # leaves the steps after the last one it saw queued when the clock stops.
     sometimes = periodic_parts(stmts, ctx)
     produced: set[str] = set()  # names bound to what code the reviewer cannot see returned
+    # Without guesses, a call the reviewer cannot see that replaces the state its loop carries
+    # (`train_state, loss = statics.train_step(train_state, ...)`) is taken for the loop's step.
+    steps = set() if guesses else {c for loop in ctx.loops if isinstance(loop, LOOP_TYPES)
+                                   for c, _names in replaced_state_calls(ctx.analysis, loop, ctx.scope)}
     for stmt in stmts:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue  # defining a function runs none of its body
@@ -89,6 +94,8 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
                 # A module function calling jitted ones queues compiled work. Its first call is not
                 # reported as a compile: such a function is mostly a whole run (a wall-clock total,
                 # compile included on purpose), and which call compiles is not seen here.
+                st_runs = st_jitted = True
+            elif n in steps:
                 st_runs = st_jitted = True
             elif not st_runs and ctx.kind(n) == "jax":
                 st_runs = True
