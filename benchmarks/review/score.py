@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parents[2]
 KIND_CODES = {
     "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM105", "JM011"},
     "timing-no-block": {"JM701", "JM704"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
-    "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM308", "JM014"},
+    "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM308", "JM309", "JM014"},
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803"}, "python-loop-not-scan": {"JM503", "JM504"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"}, "captured-constant": {"JM302", "JM306"},
-    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM505"},
+    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM505"},
 }
 
 
