@@ -165,6 +165,8 @@ class TimingWithoutBlockUntilReady(Rule):
     def _region(self, body: list[ast.stmt], start: int, i: int, name: str, stmt: ast.stmt, stop: ast.AST,
                 ctx: Ctx) -> None:
         """The statements between the timer's start (body[start]) and where it is read (body[i])."""
+        if self._never_read(stmt, stop, ctx):
+            return  # `epoch_time = time.time() - t0` that nothing prints, stores or returns
         runs, waited, jitted = regions.scan(body[start + 1:i], ctx)
         stop_waits = self._stop_waits(stmt, stop, ctx)
         if not waited and stop_waits:
@@ -211,6 +213,19 @@ class TimingWithoutBlockUntilReady(Rule):
             # (on unseen code these made 10 false positives of 10 as possible findings).
             if ctx.scope is ctx.analysis.module_scope:
                 ctx.report(self, stop, message=self.compile_message, fix=self.compile_fix, severity="info", func=first)
+
+    @staticmethod
+    def _never_read(stmt: ast.stmt, stop: ast.AST, ctx: Ctx) -> bool:
+        """The elapsed time is assigned to a name that this function (or module) never reads: a
+        timing whose print was commented out reports nothing, so nothing is measured wrong."""
+        if not (isinstance(stmt, ast.Assign) and stmt.value is stop and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)):
+            return False
+        name = stmt.targets[0].id
+        scope_node = ctx.scope.node
+        body = scope_node.body if isinstance(getattr(scope_node, "body", None), list) else [scope_node]
+        return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                       for part in body for n in astutil.walk(part))
 
     @staticmethod
     def _difference(stmt: ast.stmt, end: str | None, start: str) -> bool:

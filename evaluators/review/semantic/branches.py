@@ -298,4 +298,25 @@ def under_guessed_guard(ctx: Walk) -> str | None:
         why = guessed_guard(node.test, ctx.analysis, ctx.scope)
         if why is not None:
             return why
+    if ctx.per_step is not None and not ctx.loops:
+        return _call_site_guard(ctx)
     return None
+
+
+def _call_site_guard(ctx: Walk) -> str | None:
+    """In a function a loop calls every step: the guess a branch around that call makes (`if
+    debug & loading_bar: print(format_params(params))`), within the caller's loop."""
+    scope = ctx.scope
+    loop, caller, call = scope.per_step_loop, scope.per_step_scope, ctx.per_step
+    if loop is None or caller is None:
+        return None
+    memo = ctx.memo.setdefault("call_site_guard", {})
+    if call not in memo:
+        memo[call] = None
+        for node in astutil.walk(loop):
+            if isinstance(node, ast.If) and any(call is n for part in node.body for n in astutil.walk(part)):
+                why = guessed_guard(node.test, ctx.analysis, caller)
+                if why is not None:
+                    memo[call] = why
+                    break
+    return memo[call]
