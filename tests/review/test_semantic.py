@@ -866,3 +866,29 @@ def test_nested_loops_that_only_copy_end_the_search_for_an_earlier_wait():
                     print(f"rule_table[{i},{j},{k}] = {rule_table[i, j, k]}")
     """)
     engine.check_source(source, "table.py", registry.all_rules(), lambda c: "", None, None)
+
+
+def test_a_package_init_imports_relative_to_itself(tmp_path: Path):
+    """Reduced from a bandits library: `pkg/__init__.py` re-exports `from .experiment import
+    experiment`, a jitted function of `pkg/experiment.py`, and an example does `from pkg import
+    experiment`. In a package's `__init__.py`, `.` is the package itself: the name is the
+    function `pkg.experiment.experiment` (it was read as `experiment.experiment`, unknown)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "experiment.py").write_text(textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        @jax.jit
+        def experiment(key, steps):
+            return jnp.cumsum(jax.random.normal(key, (1000,)))
+    """))
+    (pkg / "__init__.py").write_text("from .experiment import experiment\n")
+    files = [str(pkg / "experiment.py"), str(pkg / "__init__.py")]
+    project = Project.of_paths([str(tmp_path)], files)
+    assert project.is_package("pkg") and not project.is_package("pkg.experiment")
+    assert project.reexport("pkg", "experiment") == "pkg.experiment.experiment"
+    example = textwrap.dedent("""
+        from pkg import experiment
+        res = experiment(key, 10)
+    """)
+    a, tree = model(example, module="examples.run", project=project)
+    assert a.jit_info(expr_at(tree, 3, "experiment"), a.module_scope) is not None

@@ -71,6 +71,8 @@ class ModelAppliedOutsideJit(Rule):
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body) or ctx.scope.traced:
             return
+        if ctx.scope.cls is not None and getattr(ctx.scope.node, "name", "") in _BUILDERS:
+            return  # a loop in a Module's `__init__`/`setup` builds the network once, it runs no step
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "apply":
             if _framework(func.value, ctx) not in ("linen", "haiku"):
@@ -87,6 +89,9 @@ class ModelAppliedOutsideJit(Rule):
         # what the author chose.
         r = enclosing_role(ctx)
         ctx.report(self, node, what=ast.unparse(func)[:40], sure=r.steps and r.proven or _fed_back(node, ctx))
+
+
+_BUILDERS = frozenset({"__init__", "setup", "__post_init__"})
 
 
 def _framework(expr: ast.AST, ctx: Ctx) -> str | None:

@@ -71,6 +71,16 @@ def _names_compilation(stmt: ast.stmt) -> bool:
 
 
 
+def _plain_label(stmt: ast.stmt) -> bool:
+    """`print("Compiling...")` just before a timer starts labels the region; a print that reports
+    a value (`print(f"Compile time: {compile_time}")`, the previous region's result) does not."""
+    if not isinstance(stmt, ast.Expr):
+        return False
+    call = stmt.value
+    parts = [*call.args, *(k.value for k in call.keywords)] if isinstance(call, ast.Call) else [call]
+    return not any(isinstance(n, (ast.FormattedValue, ast.Name)) for p in parts for n in astutil.walk(p))
+
+
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
 
 
@@ -183,7 +193,7 @@ class TimingWithoutBlockUntilReady(Rule):
         labelled = _names_compilation(stmt) or any(_names_compilation(s) for s in body[i + 1:]
                                                    if self._difference(s, None, name)) or any(
             _names_compilation(s) for s in body[i + 1:read_at] if isinstance(s, ast.Expr)) or (
-            start > 0 and isinstance(body[start - 1], ast.Expr) and _names_compilation(body[start - 1]))
+            start > 0 and _plain_label(body[start - 1]) and _names_compilation(body[start - 1]))
         if labelled:
             return  # the region is meant to time the compiling call
         if guessed:

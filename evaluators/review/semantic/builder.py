@@ -93,7 +93,9 @@ class _Builder(JitBindings):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         # `from .train import step`: resolved through the module's own name when it is known.
-        base = absolute_module(node, self.a.module_name)
+        project = self.a.project
+        base = absolute_module(node, self.a.module_name,
+                               project is not None and project.is_package(self.a.module_name))
         for alias in node.names:
             name = alias.asname or alias.name
             if base:

@@ -18,7 +18,7 @@ def star_import(project, node: ast.AST, module: str | None) -> dict[str, str] | 
     not in the tree, or no tree is reviewed); None when `node` is no star import."""
     if not (isinstance(node, ast.ImportFrom) and node.names[0].name == "*"):
         return None
-    base = absolute_module(node, module)
+    base = absolute_module(node, module, project is not None and project.is_package(module))
     return project.star_exports(project.beside(base, module)) if base and project is not None else {}
 
 
@@ -37,7 +37,7 @@ def _imports_of(project, tree: ast.Module, module: str) -> dict[str, str]:
             for name, target in star.items():
                 out.setdefault(name, target)
             continue
-        for name, target in import_bindings(node, module):
+        for name, target in import_bindings(node, module, package=project.is_package(module)):
             out[name] = target
     return out
 

@@ -188,30 +188,34 @@ LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def absolute_module(node: ast.ImportFrom, module: str | None) -> str | None:
+def absolute_module(node: ast.ImportFrom, module: str | None, package: bool = False) -> str | None:
     """`from .train import step` in `pkg.main` imports from `pkg.train`; None when the module's
-    own name is unknown (a file reviewed alone) or the import climbs above its package."""
+    own name is unknown (a file reviewed alone) or the import climbs above its package.
+    `package`: the module is a package's `__init__.py`, whose `.` is the package itself
+    (`from .experiment import experiment` in `pkg/__init__.py` imports from `pkg.experiment`)."""
     if not node.level:
         return node.module
     if module is None:
         return None
     parts = module.split(".")
-    if node.level > len(parts):
+    level = node.level - 1 if package else node.level
+    if level > len(parts):
         return None
-    base = parts[:len(parts) - node.level]
+    base = parts[:len(parts) - level]
     if node.module:
         base.append(node.module)
     return ".".join(base) or None
 
 
-def import_bindings(node: ast.AST, module: str | None, resolve=None):
+def import_bindings(node: ast.AST, module: str | None, resolve=None, package: bool = False):
     """(name, absolute name) for each name an `import` or `from ... import` statement binds;
-    `resolve(base, name)` gives the target of `from base import name` (default `base.name`)."""
+    `resolve(base, name)` gives the target of `from base import name` (default `base.name`);
+    `package`: the module is a package's `__init__.py` (absolute_module)."""
     if isinstance(node, ast.Import):
         for alias in node.names:
             top = alias.name.split(".")[0]
             yield alias.asname or top, alias.name if alias.asname else top
     elif isinstance(node, ast.ImportFrom):
-        base = absolute_module(node, module)
+        base = absolute_module(node, module, package)
         for alias in node.names if base else ():
             yield alias.asname or alias.name, resolve(base, alias.name) if resolve else f"{base}.{alias.name}"

@@ -10,6 +10,7 @@ input, or the changed files pre-commit passes know only what they contain.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +148,11 @@ class Project:
             return dotted
         here = f"{importer.rpartition('.')[0]}.{dotted}"
         return here if here in self.files else dotted
+
+    def is_package(self, module: str | None) -> bool:
+        """The module is a package's `__init__.py`: its relative imports start from itself."""
+        path = self.files.get(module) if module else None
+        return path is not None and os.path.basename(path) == "__init__.py"
 
     def reexport(self, dotted: str, name: str) -> str | None:
         """What `from <dotted> import <name>` binds when that module of the tree imported `name`
