@@ -29,6 +29,7 @@ from jaxmem.evaluators.review.semantic.names import (
     JAX_NON_ARRAY,
     LIST_BUILTINS,
     NUMPY_NON_ARRAY,
+    OPTIMIZER_TRIPLES,
     REPLICATION,
     RETURNS_ARRAYS,
     SCALAR_BUILTINS,
@@ -267,6 +268,11 @@ class KindsMixin:
             b = self.resolve(func.id, scope, pos(func))
             if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Call) \
                     and self.qualname(b.value.func) in RETURNS_ARRAYS:
+                return "jax"
+            if b is not None and b.how == "assign" and isinstance(b.value, ast.Call) \
+                    and (self.qualname(b.value.func) or "").startswith(OPTIMIZER_TRIPLES):
+                # `opt_init, opt_update, get_params = optimizers.adam(lr)`: each of the three
+                # returns a pytree of device arrays (the state, the new state, the parameters).
                 return "jax"
             return None
         if isinstance(func, ast.Call) and self.qualname(func.func) in RETURNS_ARRAYS:

@@ -66,6 +66,9 @@ RETURNS_ARRAYS = frozenset({
     "jax.shard_map", "jax.pmap", "flax.nnx.grad", "flax.nnx.value_and_grad", "flax.nnx.vmap", "flax.nnx.remat",
     "equinox.filter_grad", "equinox.filter_value_and_grad", "equinox.filter_vmap",
 })
+# JAX's own optimizer triples (`opt_init, opt_update, get_params = optimizers.adam(lr)`): each of
+# the three functions returns a pytree of device arrays.
+OPTIMIZER_TRIPLES = ("jax.example_libraries.optimizers.", "jax.experimental.optimizers.")
 # Of those, the networks (an NNX `Object` is a framework object but not a layer: a random stream).
 NETWORK_BASES = frozenset({"flax.linen.Module", "flax.nnx.Module", "equinox.Module", "haiku.Module"})
 MODULE_BASES = {"flax.linen.Module": "linen", "flax.nnx.Module": "nnx", "equinox.Module": "equinox",
