@@ -71,10 +71,9 @@ class ClearCachesInLoop(Rule):
             body = getattr(ctx.scope.node, "body", [])  # a function run every step is the iteration
         else:
             return
-        calls = list(calls_in(body))
-        if loop is not None and any(_made_in(c.func, loop, ctx) for c in calls if ctx.jit_info(c.func) is not None):
+        jitted = [(c, info) for c in calls_in(body) if (info := ctx.jit_info(c.func)) is not None]
+        if loop is not None and any(_made_in(c.func, loop, ctx) for c, _info in jitted):
             return  # it makes its jitted function anew each iteration: that compiles anyway
-        jitted = [(c, info) for c in calls if (info := ctx.jit_info(c.func)) is not None]
         if jitted:
             call, info = next(((c, i) for c, i in jitted if i.exact), jitted[0])
             # Sure where the recompiled function is resolved exactly (a jit the model can name).

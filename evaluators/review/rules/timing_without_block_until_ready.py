@@ -44,7 +44,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
 from jaxmem.evaluators.review.semantic import clocks, regions
-from jaxmem.evaluators.review.semantic.helpers import own_nodes, signature
+from jaxmem.evaluators.review.semantic.helpers import arguments, own_nodes
 from jaxmem.evaluators.review.semantic.names import dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import waits
 
@@ -252,19 +252,11 @@ class TimingWithoutBlockUntilReady(Rule):
         for n in astutil.walk(stmt):
             if not isinstance(n, ast.Call):
                 continue
-            names = {a.id: i for i, a in enumerate(n.args) if isinstance(a, ast.Name)}
-            names.update({k.value.id: k.arg for k in n.keywords if isinstance(k.value, ast.Name) and k.arg})
-            if end not in names or start not in names:
-                continue
             fn = ctx.analysis.resolve_def(n.func, ctx.scope)
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            positional, _ = signature(fn)
-            if positional and positional[0] in ("self", "cls") and isinstance(n.func, ast.Attribute):
-                positional = positional[1:]
-            # A keyword lands on its name, a position on the parameter there.
-            p_end, p_start = (w if isinstance(w, str) else positional[w] if w < len(positional) else None
-                              for w in (names[end], names[start]))
+            params = {arg.id: param for arg, param in arguments(n, fn) if isinstance(arg, ast.Name)}
+            p_end, p_start = params.get(end), params.get(start)
             if p_end and p_start and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Sub)
                                          and isinstance(x.left, ast.Name) and x.left.id == p_end
                                          and isinstance(x.right, ast.Name) and x.right.id == p_start

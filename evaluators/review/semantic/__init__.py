@@ -110,8 +110,7 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
                 if name not in own:
                     a.aliases.setdefault(name, target)
             continue
-        for name, target in import_bindings(node, module, a.from_import,
-                                            package=project is not None and project.is_package(module)):
+        for name, target in import_bindings(node, module, a.from_import, package=a.is_package):
             a.aliases.setdefault(name, target)
     for node in tree.body:
         # Module-level aliases: `jit = jax.jit`, `np_ = numpy`: resolve through them too.

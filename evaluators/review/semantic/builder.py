@@ -93,9 +93,7 @@ class _Builder(JitBindings):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         # `from .train import step`: resolved through the module's own name when it is known.
-        project = self.a.project
-        base = absolute_module(node, self.a.module_name,
-                               project is not None and project.is_package(self.a.module_name))
+        base = absolute_module(node, self.a.module_name, self.a.is_package)
         for alias in node.names:
             name = alias.asname or alias.name
             if base:

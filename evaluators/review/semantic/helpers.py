@@ -133,21 +133,29 @@ def signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[tuple[str, ..
     return tuple(p.arg for p in [*args.posonlyargs, *args.args]), args.vararg.arg if args.vararg else None
 
 
-def argument_converted(a: Analysis, call: ast.Call, fn: ast.AST | tuple, converted: dict[str, str]):
-    """(argument expression, how) for each argument of `call` that lands on a converted parameter.
-    `fn`: the function, or its `signature` (a function of another file, from the project facts)."""
+def arguments(call: ast.Call, fn: ast.AST | tuple):
+    """(argument expression, parameter name) for each argument of `call`: positional ones up to a
+    `*args` splat (beyond the named parameters, the `*args` name or None), then keywords (`**kw`
+    has none). `fn`: the function, or its `signature` (a function of another file, from the
+    project facts); `obj.method(...)` skips the method's `self`/`cls`."""
     positional, vararg = signature(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
     if positional and positional[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
         positional = positional[1:]
     for i, arg in enumerate(call.args):
         if isinstance(arg, ast.Starred):
             break
-        name = positional[i] if i < len(positional) else vararg
+        yield arg, positional[i] if i < len(positional) else vararg
+    for kw in call.keywords:
+        if kw.arg:
+            yield kw.value, kw.arg
+
+
+def argument_converted(a: Analysis, call: ast.Call, fn: ast.AST | tuple, converted: dict[str, str]):
+    """(argument expression, how) for each argument of `call` that lands on a converted parameter.
+    `fn`: the function, or its `signature` (a function of another file, from the project facts)."""
+    for arg, name in arguments(call, fn):
         if name in converted:
             yield arg, converted[name]
-    for kw in call.keywords:
-        if kw.arg in converted:
-            yield kw.value, converted[kw.arg]
 
 
 def own_calls(fn: ast.AST, a: Analysis | None = None):

@@ -193,6 +193,11 @@ class Analysis(CallablesMixin, KindsMixin):
                 return cls
         return None
 
+    @property
+    def is_package(self) -> bool:
+        """This module is a package's `__init__.py` of the reviewed tree: `.` in its imports is itself."""
+        return self.project is not None and self.project.is_package(self.module_name)
+
     def from_import(self, base: str, name: str) -> str:
         """What `from base import name` binds: `base.name`, or, where `base` is a module of the
         reviewed tree that imported `name` itself (`from .utils import jax, jnp`), that module."""

@@ -209,19 +209,26 @@ def local_jitted(call: ast.Call, ctx: Walk) -> list[tuple[str, bool]]:
     return []
 
 
-def _def_jitted(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> list[tuple[str, bool]]:
-    memo = ctx.memo.setdefault("local_jitted", {})
+def _in_body(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk, key: str, empty, read):
+    """`read(ctx)` asked in `fn`'s own scope, once per function (`empty` for a traced body, whose
+    values are tracers, and while the answer is being read: a recursion reads `empty`)."""
+    memo = ctx.memo.setdefault(key, {})
     if fn not in memo:
-        memo[fn] = []
+        memo[fn] = empty
         scope = ctx.analysis.scopes.get(fn)
         if scope is not None and not scope.traced:
             saved, ctx.scope = ctx.scope, scope
             try:
-                memo[fn] = [(dotted(c.func) or "function", info.exact) for c in own_calls(fn, ctx.analysis)
-                            if (info := ctx.jit_info(c.func)) is not None]
+                memo[fn] = read(ctx)
             finally:
                 ctx.scope = saved
     return memo[fn]
+
+
+def _def_jitted(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> list[tuple[str, bool]]:
+    return _in_body(fn, ctx, "local_jitted", [], lambda c: [
+        (dotted(call.func) or "function", info.exact) for call in own_calls(fn, c.analysis)
+        if (info := c.jit_info(call.func)) is not None])
 
 
 def _callable_work(arg: ast.AST, ctx: Walk) -> list[tuple[str, bool]]:
@@ -279,17 +286,8 @@ def local_waits(call: ast.Call, ctx: Walk) -> bool:
 
 
 def _def_waits(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bool:
-    memo = ctx.memo.setdefault("local_waits", {})
-    if fn not in memo:
-        memo[fn] = False
-        scope = ctx.analysis.scopes.get(fn)
-        if scope is not None and not scope.traced:
-            saved, ctx.scope = ctx.scope, scope
-            try:
-                memo[fn] = any(waits(ctx, s) for s in fn.body if not isinstance(s, _DEFS))
-            finally:
-                ctx.scope = saved
-    return memo[fn]
+    return _in_body(fn, ctx, "local_waits", False,
+                    lambda c: any(waits(c, s) for s in fn.body if not isinstance(s, _DEFS)))
 
 
 def may_wait(call: ast.Call, ctx: Walk) -> bool:
