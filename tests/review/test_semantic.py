@@ -892,3 +892,27 @@ def test_a_package_init_imports_relative_to_itself(tmp_path: Path):
     """)
     a, tree = model(example, module="examples.run", project=project)
     assert a.jit_info(expr_at(tree, 3, "experiment"), a.module_scope) is not None
+
+
+def test_a_loss_whose_sibling_goes_to_an_optimizer_update_is_guessed_a_device_array():
+    """`loss, grads = loss_and_grad(p, data)` with the callable a parameter: its gradients go to
+    the optimizer triple's update (or to `tx.update(grads, ...)`), so the call computes a loss and
+    its gradients. A guess: the default reading only. A pair that goes nowhere near an optimizer
+    stays unknown."""
+    src = """
+    from jax.example_libraries import optimizers
+    def fit(loss_and_grad, solver, tx, p0, data, n):
+        opt_init, opt_update, get_params = optimizers.adam(0.01)
+        state = opt_init(p0)
+        opt_state = tx.init(p0)
+        for i in range(n):
+            loss, grads = loss_and_grad(get_params(state), data)
+            state = opt_update(i, grads, state)
+            value, gradients = solver(p0)
+            updates, opt_state = tx.update(gradients, opt_state)
+            x, info = solver(p0)
+        return loss, value, x, info
+    """
+    assert kind(src, 13, "loss") == "jax" and kind(src, 13, "loss", strict=True) is None
+    assert kind(src, 13, "value") == "jax"
+    assert kind(src, 13, "x") is None and kind(src, 13, "info") is None

@@ -78,7 +78,48 @@ class KindsMixin:
             part = self._position(b.value, b.index, scope)
             if part is not None:
                 return part if isinstance(part, str) else self.kind(part, scope, strict)
-        return self.kind(b.value, scope, strict)
+        k = self.kind(b.value, scope, strict)
+        if k is None and not strict and b.index is not None and isinstance(b.value, ast.Call) \
+                and self._feeds_gradients(b, scope):
+            return "jax"
+        return k
+
+    def optimizer_part(self, func: ast.AST, scope: Scope) -> int | None:
+        """0, 1 or 2 where `func` names the init, update or get_params function unpacked from a
+        `jax.example_libraries.optimizers` triple (`opt_init, opt_update, get_params = adam(lr)`)."""
+        if not isinstance(func, ast.Name):
+            return None
+        b = self.resolve(func.id, scope, pos(func))
+        if b is not None and b.how == "assign" and b.index is not None and isinstance(b.value, ast.Call) \
+                and (self.qualname(b.value.func) or "").startswith(OPTIMIZER_TRIPLES):
+            return b.index
+        return None
+
+    def _feeds_gradients(self, b: Binding, scope: Scope) -> bool:
+        """`loss, grads = loss_and_grad(p, data)` with the callable out of sight (a parameter, an
+        attribute): a sibling of the unpacking is handed to an optimizer's update as its gradients
+        (the update of an optimizers triple, or an `...update(grads, ...)` call with a name that
+        says gradients), so the call computes a loss and its gradients: device arrays, unless it
+        converts them itself. A guess, never proof (the default reading only)."""
+        target = b.node.targets[0] if isinstance(b.node, ast.Assign) and len(b.node.targets) == 1 else None
+        if not isinstance(target, (ast.Tuple, ast.List)) or not isinstance(scope.node, _FUNCS):
+            return False
+        memo = self.memo.setdefault("feeds_gradients", {})
+        if b.node not in memo:
+            siblings = {e.id for e in target.elts if isinstance(e, ast.Name)}
+            memo[b.node] = any(self._gradient_argument(c, siblings, scope) for c in astutil.walk(scope.node)
+                               if isinstance(c, ast.Call))
+        return memo[b.node]
+
+    def _gradient_argument(self, call: ast.Call, names: set[str], scope: Scope) -> bool:
+        if self.optimizer_part(call.func, scope) == 1:
+            # `opt_update(i, grads, opt_state)`: the second argument is the gradients, by the API
+            return len(call.args) > 1 and isinstance(call.args[1], ast.Name) and call.args[1].id in names
+        last = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        if not (last.endswith(("update", "updates")) or last == "apply_gradients"):
+            return False
+        return any(isinstance(v, ast.Name) and v.id in names and "grad" in v.id.lower()
+                   for v in [*call.args, *(k.value for k in call.keywords)])
 
     def _position(self, value: ast.AST | None, index: int, scope: Scope) -> ast.AST | str | None:
         """What position `index` of an unpacked value is, where the source shows it: an element of
@@ -269,8 +310,7 @@ class KindsMixin:
             if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Call) \
                     and self.qualname(b.value.func) in RETURNS_ARRAYS:
                 return "jax"
-            if b is not None and b.how == "assign" and isinstance(b.value, ast.Call) \
-                    and (self.qualname(b.value.func) or "").startswith(OPTIMIZER_TRIPLES):
+            if self.optimizer_part(func, scope) is not None:
                 # `opt_init, opt_update, get_params = optimizers.adam(lr)`: each of the three
                 # returns a pytree of device arrays (the state, the new state, the parameters).
                 return "jax"

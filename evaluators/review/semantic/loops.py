@@ -315,6 +315,8 @@ def _device_work(ctx: Walk, roots: list[ast.AST], depth: int, scope=None) -> boo
             elif isinstance(func, ast.Call) and a.qualname(func.func) is not None and (
                     a.qualname(func.func).startswith("jax.")):
                 return True  # jax.grad(f)(x), jax.vmap(f)(x)
+            if q is None and a.optimizer_part(func, scope) == 1:
+                return True  # `opt_update(i, grads, opt_state)`: JAX operations over the whole state
             if depth == 0 and q is None:
                 fn = a.resolve_def(func, scope)
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
