@@ -102,7 +102,10 @@ class HostScalarConversionInLoop(Rule):
         if not periodic(ctx) and not not_per_step(ctx, READ_WORDS):
             how = per_step_read(ctx, [value])
             if how is not None:
-                ctx.report(self, node, what=what, sure=how == "sure")
+                # A number that sizes an array (`shape=(int(alpha * n),)`) must be on the host
+                # before the array exists: the fix is computing it from static sizes, which the
+                # source may not allow. Reported, never proven.
+                ctx.report(self, node, what=what, sure=how == "sure" and not _sizes_an_array(node, ctx))
 
     def _item_write(self, node: ast.Assign | ast.AugAssign, ctx: Ctx) -> None:
         """`losses[i] = loss`: NumPy's __setitem__ converts the device value on the host
@@ -145,6 +148,26 @@ class HostScalarConversionInLoop(Rule):
             arg, conv = found[0]
             ctx.report(self, node, message=self.helper_message, what=describe(arg), call=ast.unparse(node.func)[:40],
                        how=conv, callee=getattr(fn, "name", None) or ast.unparse(node.func)[:40], sure=how == "sure")
+
+
+_SIZE_KEYWORDS = frozenset({"shape", "size", "length", "num"})
+_SHAPED = frozenset({"zeros", "ones", "empty", "full", "arange", "eye", "identity"})
+
+
+def _sizes_an_array(node: ast.Call, ctx: Ctx) -> bool:
+    """The conversion is part of a call's `shape=`/`size=` argument, or of the first argument of
+    an array constructor (`jnp.zeros(int(n))`)."""
+    for parent in reversed(ctx.stack[:-1]):
+        if isinstance(parent, ast.stmt):
+            return False
+        if not isinstance(parent, ast.Call):
+            continue
+        if any(k.arg in _SIZE_KEYWORDS and any(n is node for n in ast.walk(k.value)) for k in parent.keywords):
+            return True
+        q = ctx.qualname(parent.func) or ""
+        if q.rsplit(".", 1)[-1] in _SHAPED and parent.args and any(n is node for n in ast.walk(parent.args[0])):
+            return True
+    return False
 
 
 RULE = HostScalarConversionInLoop()

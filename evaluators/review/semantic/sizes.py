@@ -41,7 +41,36 @@ def int_value(expr: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) -
                     return None
                 value = value.elts[b.index]
             return int_value(value, analysis, scope, depth + 1)
+        if b is not None and b.how == "param":
+            return _param_int(b, analysis, depth)
     return None
+
+
+def _param_int(b, analysis: Analysis, depth: int) -> int | None:
+    """A parameter that every call of its function in this module fills with an int the source
+    fixes (`optimize(..., num_steps=15)`, or the default where a call leaves it out): the largest
+    of them. None when the function has no such call here, or one call passes something else."""
+    fn = b.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = fn.args
+    params = [a.arg for a in [*args.posonlyargs, *args.args]]
+    defaults = dict(zip(params[len(params) - len(args.defaults):], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    sites = [(c, s) for c, s in analysis.calls_by_name.get(fn.name, ()) if analysis.resolve_def(c.func, s) is fn]
+    values = []
+    for call, s in sites:
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None  # `f(*args)`, `f(**cfg)`: what lands on the parameter is out of sight
+        arg = next((k.value for k in call.keywords if k.arg == b.name), None)
+        if arg is None and b.name in params and params.index(b.name) < len(call.args):
+            arg = call.args[params.index(b.name)]
+        v = int_value(arg, analysis, s, depth + 1) if arg is not None else (
+            int_value(defaults[b.name], analysis, analysis.module_scope, depth + 1) if b.name in defaults else None)
+        if v is None:
+            return None
+        values.append(v)
+    return max(values) if values else None
 
 
 _LITERAL_ARRAYS = frozenset({"numpy.array", "numpy.asarray", "jax.numpy.array", "jax.numpy.asarray"})
