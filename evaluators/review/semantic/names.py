@@ -14,6 +14,9 @@ JIT_NAMES = frozenset({
     # Objax: `objax.Jit(f, vars)` and `objax.Parallel(f, vars)` compile `f` (jit / pmap) and return
     # a module whose calls give device arrays; neither takes a donation argument.
     "objax.Jit", "objax.Parallel",
+    # BrainState (brain simulation on JAX): `brainstate.transform.jit` (`brainstate.compile.jit`
+    # before 0.2) wraps jax.jit over functions that read and write its State objects.
+    "brainstate.transform.jit", "brainstate.compile.jit",
 })
 # Control flow and staging primitives whose function arguments are compiled into one program,
 # called inside or outside jit. Values: the positions of the function arguments.
@@ -26,11 +29,15 @@ COMPILED_BODIES: dict[str, tuple[int, ...]] = {
     "flax.linen.scan": (0,), "flax.linen.while_loop": (0, 1), "flax.linen.cond": (1, 2), "flax.linen.switch": (1,),
     "haliax.scan": (0,), "haliax.fold": (0,), "haliax.map": (0,),
     "equinox.internal.while_loop": (0, 1), "equinox.internal.scan": (0,),
+    "brainstate.transform.for_loop": (0,), "brainstate.transform.scan": (0,), "brainstate.compile.for_loop": (0,),
+    "brainstate.compile.scan": (0,),
 }
 # Compiled loops run eagerly: each call compiles the whole loop and dispatches it asynchronously,
 # so one call runs many steps on the device.
 EAGER_LOOPS = frozenset({"jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop", "jax.lax.map",
-                         "flax.nnx.scan", "flax.nnx.fori_loop", "flax.nnx.while_loop"})
+                         "flax.nnx.scan", "flax.nnx.fori_loop", "flax.nnx.while_loop",
+                         "brainstate.transform.for_loop", "brainstate.transform.scan",
+                         "brainstate.compile.for_loop", "brainstate.compile.scan"})
 CONTROL_FLOW = frozenset(k for k in COMPILED_BODIES if not k.endswith(("shard_map", "pallas_call")))
 PALLAS = "jax.experimental.pallas.pallas_call"
 # Transforms whose function argument is traced (values are tracers), without being compiled on
