@@ -916,3 +916,34 @@ def test_a_loss_whose_sibling_goes_to_an_optimizer_update_is_guessed_a_device_ar
     assert kind(src, 13, "loss") == "jax" and kind(src, 13, "loss", strict=True) is None
     assert kind(src, 13, "value") == "jax"
     assert kind(src, 13, "x") is None and kind(src, 13, "info") is None
+
+
+def test_a_clock_named_in_another_file_of_the_tree_times_a_region(tmp_path: Path):
+    """Reduced from a synthesizer's profiling scripts: `common.py` holds `timer = time.perf_counter`
+    and the script times N dispatches of a jitted function with `t = timer()` ... `timer() - t`,
+    waiting for none of them. Reviewed with its neighbour, the region is the timing rule's; alone,
+    the script's clock is out of sight."""
+    from jaxmem.evaluators.review.api import review_paths
+
+    (tmp_path / "common.py").write_text("import time\n\ntimer = time.perf_counter\nN_BATCHES = 100\n")
+    (tmp_path / "profile_it.py").write_text(textwrap.dedent("""
+        import jax
+        import jax.numpy as jnp
+        from common import timer, N_BATCHES
+
+        f = jax.jit(lambda k: jax.random.normal(k, (1024, 1024)) @ jnp.ones((1024, 8)))
+
+        def main(key):
+            results = []
+            for k in range(5):
+                t = timer()
+                for i in range(N_BATCHES):
+                    y = f(key)
+                t = timer() - t
+                results.append(t)
+            return results
+    """))
+    found = review_paths([str(tmp_path)], select=["JM701"], respect_gitignore=False, jobs=1).findings
+    assert [(Path(f.path).name, f.line) for f in found] == [("profile_it.py", 14)]
+    alone = review_paths([str(tmp_path / "profile_it.py")], select=["JM701"], respect_gitignore=False, jobs=1)
+    assert alone.findings == []

@@ -300,7 +300,16 @@ class TimingWithoutBlockUntilReady(Rule):
         return False
 
     def _is_timer(self, node: ast.AST, ctx: Ctx) -> bool:
-        return isinstance(node, ast.Call) and ctx.qualname(node.func) in TIMERS
+        """A clock read: `time.perf_counter()`, or a clock another file of the tree names
+        (`from common import timer` where common.py has `timer = time.perf_counter`)."""
+        if not isinstance(node, ast.Call):
+            return False
+        q = ctx.qualname(node.func)
+        if q in TIMERS:
+            return True
+        project = ctx.analysis.project
+        facts = project.function(q) if q is not None and project is not None else None
+        return facts is not None and facts.clock
 
     def _elapsed(self, stmt: ast.stmt, name: str, ctx: Ctx) -> ast.AST | None:
         for n in astutil.walk(stmt):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from jaxmem.evaluators.review.semantic import exports
 from jaxmem.evaluators.review.semantic.jit import JitInfo
+from jaxmem.evaluators.review.semantic.names import TIMERS
 
 _IMPORTS = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_BYTES = 1_000_000  # what the reviewer reads of a file at most (evaluators/review/config.py)
@@ -34,6 +35,7 @@ class FunctionFacts:
     jit_maker: JitInfo | None = None  # a jit decorator maker: `pmap = functools.partial(jax.pmap, ...)`
     reads_clock: bool = False  # its body reads the time (a timer helper: `tick`, `tock`)
     clock_context: bool = False  # a context manager that times its block
+    clock: bool = False  # the name is a clock itself (`timer = time.perf_counter`)
     network: str | None = None  # a network class (a framework Module subclass): its framework
     loads: bool = False  # reads arrays from a file (loads.py): its results are data sets or weights
     grad_decorated: str | None = None  # `@jax.value_and_grad` on it and no jit: calls take gradients eagerly
@@ -340,6 +342,10 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:
             out[name] = _jit_facts(a, b.info, scope)
+        elif b.how == "assign" and b.index is None and isinstance(b.value, (ast.Name, ast.Attribute)) \
+                and a.qualname(b.value) in TIMERS:
+            # `timer = time.perf_counter` in a benchmark's common module: a clock by another name
+            out[name] = FunctionFacts(None, None, None, False, reads_clock=True, clock=True)
     if not keep:
         a.release()
     return out
