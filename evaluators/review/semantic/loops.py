@@ -212,12 +212,18 @@ def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
 def _chunked(ctx: Walk, loop: ast.AST) -> bool:
     """Each iteration runs a compiled loop eagerly (`state, m = jax.lax.scan(update, state, None,
     length=log_period)`): the steps run on the device inside it, and the host loop goes chunk by
-    chunk, so a read per iteration is a read per chunk of steps (a logging interval by design)."""
+    chunk, so a read per iteration is a read per chunk of steps (a logging interval by design).
+    Not when a jitted call beside it replaces the state the loop carries: then that call is the
+    step, and the compiled loop is part of it (an MPC controller's planner scan beside `state =
+    step_env(state, u)`); a jitted check or a rebuild on overflow is no step."""
     if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
         return False
     memo = ctx.memo.setdefault("chunked", {})
     if loop not in memo:
-        memo[loop] = any(ctx.analysis.qualname(n.func) in EAGER_LOOPS for n in calls_in(loop.body))
+        a = ctx.analysis
+        memo[loop] = (any(a.qualname(n.func) in EAGER_LOOPS for n in calls_in(loop.body))
+                      and not any(a.qualname(call.func) not in EAGER_LOOPS and ctx.jit_info(call.func) is not None
+                                  for call, _ in replaced_state_calls(a, loop, ctx.scope)))
     return memo[loop]
 
 
