@@ -194,8 +194,11 @@ class TimingWithoutBlockUntilReady(Rule):
                                                    if self._difference(s, None, name)) or any(
             _names_compilation(s) for s in body[i + 1:read_at] if isinstance(s, ast.Expr)) or (
             start > 0 and _plain_label(body[start - 1]) and _names_compilation(body[start - 1]))
-        if labelled:
-            return  # the region is meant to time the compiling call
+        if labelled and (ctx.loops or not jitted or any(f not in self._warmed(body[start], ctx) for f in jitted)):
+            # The region is meant to time the compiling call. Not when every jitted function in
+            # it already ran before in this scope: a label naming the function (`print(f"jit_model(x):
+            # {time.time() - t0}")` after a first timed call) then names no compilation.
+            return
         if guessed:
             # The only waits are guesses (a result of code the reviewer cannot see, device values
             # handed to it), or the only work is (a step the loop feeds its state through): the
