@@ -335,6 +335,13 @@ def test_a_jitted_method_is_found_through_a_typed_receiver_of_a_package_nested_i
     other, tree = model(loop.replace("agent, info = agent.update(batch)", "agent = make(agent)\n        agent.update(batch)"),
                         module="run", project=project)
     assert other.jit_info(expr_at(tree, 6, "agent.update"), scope_at(other, 6)) is None
+    # A forward reference (`agent: "Agent"`, the class imported only for type checking) declares
+    # the same type.
+    quoted = loop.replace("from agents.sac import Agent", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                          "    from agents.sac import Agent").replace("agent: Agent", 'agent: "Agent"')
+    fwd, tree = model(quoted, module="run", project=project)
+    info = fwd.jit_info(expr_at(tree, 7, "agent.update"), scope_at(fwd, 7))
+    assert info is not None and info.static_names() == {"n"}
 
 
 def test_a_network_class_of_another_file_is_known_where_it_is_built_or_declared(tmp_path: Path):

@@ -244,6 +244,13 @@ class Analysis(CallablesMixin, KindsMixin):
         reaches it re-binds it from a method of itself (`agent, info = agent.update(batch)`: the
         functional update returning a new instance, the way JAX state classes are written)."""
         annotation = self.annotation_of(recv, scope)
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            # `model: "EnergyStorageModel"`: a forward reference, often to a class imported only
+            # for type checking
+            try:
+                annotation = ast.parse(annotation.value.strip(), mode="eval").body
+            except SyntaxError:
+                return None
         return self.qualname(annotation) if annotation is not None else None
 
     def annotation_of(self, recv: ast.Name, scope: Scope) -> ast.AST | None:
