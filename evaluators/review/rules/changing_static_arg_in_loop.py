@@ -15,6 +15,10 @@ What it does
     that run it), nor in a timed sweep over configurations (the loop reads a clock and waits with
     `block_until_ready`: each value's compilation is warmed up or measured on purpose).
 
+    Equinox's `filter_jit` (and `filter_pmap`) need no static_argnums: "All JAX and NumPy arrays
+    are traced, and all other types are held static" (its API docs). A Python number that the
+    loop changes (the loop variable, a `step += 1` counter) passed straight in is flagged the same.
+
 Why is this bad
     Static arguments are part of the compilation cache key: every new value compiles the
     function again. Measured on jax 0.10.2 (CPU): 3 iterations with a changing static
@@ -51,8 +55,11 @@ class ChangingStaticArgInLoop(Rule):
     severity = "warning"
     message = "static argument `{arg}` of jitted `{func}` changes every iteration: one compilation per distinct value"
     fix = "Make the argument traced (drop it from static_argnums/static_argnames) or keep it constant across the loop."
+    held_message = ("`{arg}` is a Python number, which `{maker}` holds static (it traces only arrays), and it "
+                    "changes every iteration: one compilation of `{func}` per value")
+    held_fix = "Pass it as an array (`jnp.asarray(step)`) so it is traced, or keep it constant across the loop."
     node_types = (ast.Call,)
-    requires = ('static_arg',)
+    requires = ('static_arg', 'filter_jit', 'filter_pmap')
     only_in_host_loops = True
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
@@ -63,9 +70,15 @@ class ChangingStaticArgInLoop(Rule):
             return
         positions = info.static_positions()
         names = info.static_names()
+        params = info.params or ()
+        held = info.maker in HOLDS_NON_ARRAYS_STATIC
+        if held:
+            # Equinox's filter_jit traces arrays and holds every other argument static: a Python
+            # number passed straight in is part of the cache key like a static_argnums entry.
+            positions = set(positions) | {i for i, a in enumerate(node.args) if _python_number(a, ctx)}
+            names = set(names) | {kw.arg for kw in node.keywords if kw.arg and _python_number(kw.value, ctx)}
         if not positions and not names:
             return
-        params = info.params or ()
         candidates = [(a, params[i] if i < len(params) else None) for i, a in enumerate(node.args) if i in positions]
         candidates += [(kw.value, kw.arg) for kw in node.keywords if kw.arg in names]
         others = [a for i, a in enumerate(node.args) if i not in positions]
@@ -84,8 +97,32 @@ class ChangingStaticArgInLoop(Rule):
                 if any(_leaf_per_iteration(o, ctx) for o in others):
                     return  # a new leaf (new shape, dtype) each iteration compiles anyway
                 func = ast.unparse(node.func)
-                ctx.report(self, arg, arg=arg.id, func=func)
+                if held and _python_number(arg, ctx):
+                    ctx.report(self, arg, message=self.held_message, fix=self.held_fix, arg=arg.id, func=func,
+                               maker=info.maker.replace("equinox.", "eqx."))
+                else:
+                    ctx.report(self, arg, arg=arg.id, func=func)
                 return
+
+
+HOLDS_NON_ARRAYS_STATIC = frozenset({"equinox.filter_jit", "equinox.filter_pmap"})
+
+
+def _python_number(arg: ast.AST, ctx: Ctx) -> bool:
+    """A Python number: its kind says so, or it is a counter the loop steps by a literal (`step
+    += 1`) and no binding of it makes an array."""
+    if not isinstance(arg, ast.Name):
+        return False
+    kind = ctx.kind(arg)
+    if kind == "scalar":
+        return True
+    if kind in ("jax", "np"):
+        return False
+    loop = enclosing_loop_of(ctx, arg.id)
+    return loop is not None and any(
+        isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == arg.id
+        and isinstance(n.op, (ast.Add, ast.Sub)) and isinstance(n.value, ast.Constant) and type(n.value.value) is int
+        for n in astutil.walk(loop))
 
 
 def _measures(loop: ast.AST, ctx: Ctx) -> bool:
