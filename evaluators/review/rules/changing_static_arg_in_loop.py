@@ -85,6 +85,8 @@ class ChangingStaticArgInLoop(Rule):
         others += [kw.value for kw in node.keywords if kw.arg not in names]
         for arg, param in candidates:
             loop = enclosing_loop_of(ctx, arg.id) if isinstance(arg, ast.Name) else None
+            if loop is not None and _same_literal_each_time(arg.id, loop):
+                continue  # `n_inference = 1` just before the call: re-bound, but to the same value
             if loop is not None:
                 if ctx.loops.index(loop) > 0 and loops.small_loop(loop, ctx.analysis, ctx.scope):
                     continue  # a few values, repeated by the outer loop: compiled once each, then cached
@@ -106,6 +108,19 @@ class ChangingStaticArgInLoop(Rule):
 
 
 HOLDS_NON_ARRAYS_STATIC = frozenset({"equinox.filter_jit", "equinox.filter_pmap"})
+
+
+def _same_literal_each_time(name: str, loop: ast.AST) -> bool:
+    """Every binding of `name` in the loop (its target included) is a plain `name = <literal>` of
+    one and the same literal: each iteration passes the same value."""
+    nodes = list(astutil.walk(loop))
+    stores = [n for n in nodes if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+    plain = [n for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name]
+    if not plain or len(plain) != len(stores) or not all(isinstance(a.value, ast.Constant) for a in plain):
+        return False
+    first = plain[0].value.value
+    return all(a.value.value == first and type(a.value.value) is type(first) for a in plain)
 
 
 def _python_number(arg: ast.AST, ctx: Ctx) -> bool:
