@@ -66,6 +66,8 @@ class PrintArrayInLoop(Rule):
         message, sink = self.message, None
         if isinstance(node, ast.JoinedStr):
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
+        elif _str_format(node):
+            values = [*node.args, *(kw.value for kw in node.keywords)]  # "Loss: {:.1f}".format(loss)
         elif builtin_name(ctx, node.func) in FORMATTERS or self._is_log(node.func, ctx):
             values = [*node.args, *(kw.value for kw in node.keywords)]
         elif (sink := ctx.qualname(node.func)) in METRIC_SINKS:
@@ -80,8 +82,8 @@ class PrintArrayInLoop(Rule):
         else:
             return
         for value in values:
-            if isinstance(value, ast.JoinedStr):
-                continue  # the f-string itself is checked (and reported) on its own
+            if isinstance(value, ast.JoinedStr) or _str_format(value):
+                continue  # the f-string or `.format` call itself is checked (and reported) on its own
             if ctx.kind(value) == "jax":
                 if not periodic(ctx) and not not_per_step(ctx, ("print", "format", "log")):
                     how = per_step_read(ctx, [value])
@@ -100,6 +102,12 @@ class PrintArrayInLoop(Rule):
         # `logger.info(...)`, `log.info(...)`: conventional names for a logging.Logger
         base = func.value
         return isinstance(base, ast.Name) and ("log" in base.id.lower())
+
+
+def _str_format(node: ast.AST) -> bool:
+    """`"Loss: {:.1f}".format(loss)`: a literal's format method."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str))
 
 
 RULE = PrintArrayInLoop()

@@ -25,14 +25,21 @@ def periodic_guard(node: ast.AST, child: ast.AST | None = None, analysis: Analys
     return _periodic_test(node.test, analysis, scope, 0)
 
 
+MOD_FUNCS = frozenset({"numpy.mod", "numpy.remainder", "math.fmod", "operator.mod"})
+
+
 def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None, depth: int) -> bool:
     if analysis is not None and scope is not None and _few_steps_test(test, analysis, scope):
         return True
-    mods = [n for n in astutil.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)]
+    mods = [n.right for n in astutil.walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)]
+    if analysis is not None:
+        # `if np.mod(i, 10) == 0:` is `i % 10 == 0`
+        mods += [n.args[1] for n in astutil.walk(test) if isinstance(n, ast.Call) and len(n.args) == 2
+                 and analysis.qualname(n.func) in MOD_FUNCS]
     if mods:
         if analysis is None or scope is None:
             return True
-        return any(int_value(m.right, analysis, scope) != 1 for m in mods)
+        return any(int_value(right, analysis, scope) != 1 for right in mods)
     if analysis is None or scope is None or depth > 2:
         return False
     for n in astutil.walk(test):

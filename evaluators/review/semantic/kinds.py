@@ -216,8 +216,9 @@ class KindsMixin:
             if name.id in s.bindings:
                 b = s.reaching(name.id, pos(name), s is scope)
                 b = b[0] if b else None
-                if b is None or b.how != "assign" or b.index is not None or not self._empty_container(b.value):
-                    return None
+                if b is None or b.how != "assign" or b.index is not None or not (
+                        self._empty_container(b.value) or (not strict and _number_list(b.value))):
+                    return None  # `losses = [0.0]` then device losses appended: a guess (`losses[-1]`)
                 kinds = [self.kind(item, s, strict) for item in s.appends.get(name.id, ())]
                 if strict:
                     return "jax" if kinds and all(k == "jax" for k in kinds) else None
@@ -349,6 +350,13 @@ class KindsMixin:
         if facts is None:
             return None
         return facts.returns_strict if strict else facts.returns
+
+
+def _number_list(value: ast.AST | None) -> bool:
+    """A list literal of numbers (`[0.0]`, `[np.inf]` is not one): a history seeded on the host."""
+    return isinstance(value, ast.List) and bool(value.elts) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
+        for e in value.elts)
 
 
 def own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:

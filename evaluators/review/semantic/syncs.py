@@ -47,8 +47,8 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
     device array (float/int/bool/.item()/.tolist()/NumPy on it, printing or formatting it, an
     `if` on it), or a call of a module function whose body does one of those."""
     for n in astutil.walk(node):
-        if isinstance(n, (ast.If, ast.While)) and reads_condition(ctx, n.test):
-            return True
+        if isinstance(n, (ast.If, ast.While, ast.Assert)) and reads_condition(ctx, n.test):
+            return True  # `assert jnp.isfinite(lp)` calls bool() on the device value too
         if isinstance(n, ast.Call):
             func = n.func
             if builtin_name(ctx, func) in FORMAT_BUILTINS and any(
