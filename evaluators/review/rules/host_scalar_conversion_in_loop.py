@@ -114,15 +114,24 @@ class HostScalarConversionInLoop(Rule):
         Only in a loop that trains: elsewhere filling a preallocated table (a similarity matrix,
         chunks of an output image) is how results are gathered, the loop's job."""
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        # `train_loss[i], model, opt_state = make_step(...)`: an element of an unpacking target
+        # takes the same position of a literal tuple, or a part of the call's results.
+        pairs = [(t, node.value, t) for t in targets if not isinstance(t, (ast.Tuple, ast.List))]
         for t in targets:
-            if not (isinstance(t, ast.Subscript) and ctx.proven(t.value, "np") and ctx.kind(node.value) == "jax"):
+            if isinstance(t, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in t.elts):
+                literal = isinstance(node.value, (ast.Tuple, ast.List)) and len(node.value.elts) == len(t.elts)
+                pairs += [(e, node.value.elts[k] if literal else node.value, e if literal else t)
+                          for k, e in enumerate(t.elts)]
+        for t, value, shown in pairs:
+            if not (isinstance(t, ast.Subscript) and ctx.proven(t.value, "np") and ctx.kind(value) == "jax"):
                 continue
             if periodic(ctx) or not_per_step(ctx, READ_WORDS) or enclosing_role(ctx).role != "train":
                 return
-            how = per_step_read(ctx, [node.value])
+            how = per_step_read(ctx, [value])
             if how is not None:
                 ctx.report(self, node, message=self.item_message,
-                           what=f"{describe(t)} = {describe(node.value)}", sure=how == "sure")
+                           what=f"{describe(shown).removeprefix('(').removesuffix(')')} = {describe(value)}",
+                           sure=how == "sure")
             return
 
     def _through_helper(self, node: ast.Call, ctx: Ctx) -> None:
