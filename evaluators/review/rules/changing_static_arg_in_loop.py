@@ -71,12 +71,13 @@ class ChangingStaticArgInLoop(Rule):
         positions = info.static_positions()
         names = info.static_names()
         params = info.params or ()
-        held = info.maker in HOLDS_NON_ARRAYS_STATIC
-        if held:
-            # Equinox's filter_jit traces arrays and holds every other argument static: a Python
-            # number passed straight in is part of the cache key like a static_argnums entry.
-            positions = set(positions) | {i for i, a in enumerate(node.args) if _python_number(a, ctx)}
-            names = set(names) | {kw.arg for kw in node.keywords if kw.arg and _python_number(kw.value, ctx)}
+        # Equinox's filter_jit traces arrays and holds every other argument static: a Python
+        # number passed straight in is part of the cache key like a static_argnums entry.
+        numbers = [a for a in (*node.args, *(kw.value for kw in node.keywords)) if _python_number(a, ctx)] \
+            if info.maker in HOLDS_NON_ARRAYS_STATIC else []
+        if numbers:
+            positions = set(positions) | {i for i, a in enumerate(node.args) if a in numbers}
+            names = set(names) | {kw.arg for kw in node.keywords if kw.arg and kw.value in numbers}
         if not positions and not names:
             return
         candidates = [(a, params[i] if i < len(params) else None) for i, a in enumerate(node.args) if i in positions]
@@ -99,7 +100,7 @@ class ChangingStaticArgInLoop(Rule):
                 if any(_leaf_per_iteration(o, ctx) for o in others):
                     return  # a new leaf (new shape, dtype) each iteration compiles anyway
                 func = ast.unparse(node.func)
-                if held and _python_number(arg, ctx):
+                if arg in numbers:
                     ctx.report(self, arg, message=self.held_message, fix=self.held_fix, arg=arg.id, func=func,
                                maker=info.maker.replace("equinox.", "eqx."))
                 else:

@@ -44,7 +44,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
 from jaxmem.evaluators.review.semantic import clocks, regions
-from jaxmem.evaluators.review.semantic.helpers import arguments, own_nodes
+from jaxmem.evaluators.review.semantic.helpers import arguments, own_nodes, project_facts
 from jaxmem.evaluators.review.semantic.names import dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import waits
 
@@ -307,11 +307,9 @@ class TimingWithoutBlockUntilReady(Rule):
         (`from common import timer` where common.py has `timer = time.perf_counter`)."""
         if not isinstance(node, ast.Call):
             return False
-        q = ctx.qualname(node.func)
-        if q in TIMERS:
+        if ctx.qualname(node.func) in TIMERS:
             return True
-        project = ctx.analysis.project
-        facts = project.function(q) if q is not None and project is not None else None
+        facts = project_facts(ctx.analysis, node.func, ctx.scope)
         return facts is not None and facts.clock
 
     def _elapsed(self, stmt: ast.stmt, name: str, ctx: Ctx) -> ast.AST | None:

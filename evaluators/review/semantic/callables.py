@@ -171,21 +171,31 @@ class CallablesMixin:
                 return info
         return None
 
-    def _param_jit(self, b: Binding) -> JitInfo | None:
-        """A parameter that every call of its function in this module fills with the same kind
-        of jitted callable (`train_epoch(train_step_fn, ...)` with `train_step_fn = jax.jit(...)`)."""
+    def param_sites(self, b: Binding) -> list[tuple[ast.Call, Scope, ast.AST | None]]:
+        """(call, its scope, the argument it passes for parameter `b`, by keyword or position;
+        None where it passes none) for every call of `b`'s function in this module by name."""
         fn = b.node
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return None
+            return []
         params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-        sites = [(c, s) for c, s in self.calls_by_name.get(fn.name, ()) if self.resolve_def(c.func, s) is fn]
-        if not sites:
-            return None
-        found = None
-        for call, s in sites:
+        out = []
+        for call, s in self.calls_by_name.get(fn.name, ()):
+            if self.resolve_def(call.func, s) is not fn:
+                continue
             arg = keyword(call, b.name)
             if arg is None and b.name in params and params.index(b.name) < len(call.args):
                 arg = call.args[params.index(b.name)]
+            out.append((call, s, arg))
+        return out
+
+    def _param_jit(self, b: Binding) -> JitInfo | None:
+        """A parameter that every call of its function in this module fills with the same kind
+        of jitted callable (`train_epoch(train_step_fn, ...)` with `train_step_fn = jax.jit(...)`)."""
+        sites = self.param_sites(b)
+        if not sites:
+            return None
+        found = None
+        for _call, s, arg in sites:
             if arg is None or isinstance(arg, ast.Starred):
                 return None
             info = self.jit_info(arg, s) if isinstance(arg, (ast.Name, ast.Attribute)) else None

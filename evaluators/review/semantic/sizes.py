@@ -57,14 +57,10 @@ def _param_int(b, analysis: Analysis, depth: int) -> int | None:
     params = [a.arg for a in [*args.posonlyargs, *args.args]]
     defaults = dict(zip(params[len(params) - len(args.defaults):], args.defaults))
     defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
-    sites = [(c, s) for c, s in analysis.calls_by_name.get(fn.name, ()) if analysis.resolve_def(c.func, s) is fn]
     values = []
-    for call, s in sites:
+    for call, s, arg in analysis.param_sites(b):
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
             return None  # `f(*args)`, `f(**cfg)`: what lands on the parameter is out of sight
-        arg = next((k.value for k in call.keywords if k.arg == b.name), None)
-        if arg is None and b.name in params and params.index(b.name) < len(call.args):
-            arg = call.args[params.index(b.name)]
         v = int_value(arg, analysis, s, depth + 1) if arg is not None else (
             int_value(defaults[b.name], analysis, analysis.module_scope, depth + 1) if b.name in defaults else None)
         if v is None:
