@@ -18,6 +18,7 @@ from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
 from jaxmem.evaluators.review.rule import Rule
+from jaxmem.evaluators.review.semantic.order import importers_first
 from jaxmem.evaluators.review.semantic.project import Project
 
 __all__ = ["Finding", "Note", "ReviewError", "ReviewResult", "review_source", "review_paths", "review_question",
@@ -142,6 +143,11 @@ INTERNAL = "internal error: "
 
 # Worker state for the process pool: rules and the card base are sent once per worker.
 _W: dict = {}
+_LATER = "\0card link: set by the parent"  # a worker's findings' url, until the parent sets it
+
+
+def _link_later(topic: str) -> str:
+    return _LATER
 
 
 def _init_worker(codes: list[str], card_url: Callable[[str], str], max_bytes: int, project) -> None:
@@ -154,6 +160,7 @@ def _init_worker(codes: list[str], card_url: Callable[[str], str], max_bytes: in
 
 def _work(paths: list[str]) -> list[tuple[list[Finding], list[Note]]]:
     if _W["project"] is not None:
+        paths = importers_first(paths, _W["project"])
         _W["project"].expect(paths)
     out = []
     with collector.per_file() as done:
@@ -171,7 +178,7 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
     inside directories are skipped unless `include_tests` (files named explicitly never are).
     Possible findings are counted in `hidden` unless `show_possible`."""
     rules = registry.select(list(select or []), list(ignore or []))
-    card_url = card_url_factory()  # a bound method of Settings: picklable for the workers
+    card_url = None  # built where first needed: the settings model's import is a tenth of a second
     result = ReviewResult()
     file_paths: list[str] = []
     disk = [p for p in paths if p != "-"]
@@ -182,6 +189,7 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
         if loaded.note:
             result.notes.append(loaded.note)
         if loaded.text is not None and loaded.text.strip():
+            card_url = card_url_factory()
             try:
                 result.findings.extend(engine.check_source(loaded.text, "<stdin>", rules, card_url, result.notes))
             except Exception as exc:  # same contract as a file: a note, exit status 2
@@ -200,14 +208,23 @@ def review_paths(paths: Sequence[str], *, select: Sequence[str] | None = None, i
         from concurrent.futures import ProcessPoolExecutor  # only batches big enough to share
 
         with ProcessPoolExecutor(jobs, mp_context=workers.context(), initializer=_init_worker,
-                                 initargs=([r.code for r in rules], card_url, max_file_size, project)) as pool:
-            for outcome in pool.map(_work, batches):
+                                 initargs=([r.code for r in rules], _link_later, max_file_size, project)) as pool:
+            outcomes = pool.map(_work, batches)
+            # The workers have started (all at the first submit): read the card links' setting now,
+            # beside them, rather than before them; their findings get their links here.
+            card_url = card_url or card_url_factory()
+            for outcome in outcomes:
                 for findings, notes in outcome:
+                    for f in findings:
+                        if f.url == _LATER:
+                            f.url = card_url(f.topic)
                     result.findings.extend(findings)
                     result.notes.extend(notes)
                     result.errors += sum(n.message.startswith(INTERNAL) for n in notes)
                 bar.update(len(outcome))
     else:
+        card_url = card_url or card_url_factory()
+        file_paths = importers_first(file_paths, project)
         project.expect(file_paths)
         with collector.per_file() as done:
             for path in file_paths:

@@ -142,14 +142,24 @@ def test_question_code_blocks():
     assert [f.code for f in review_question(BAD_LOOP, show_possible=True)] == ["JM101"], "unfenced code that imports jax"
 
 
-def test_parallel_batch_matches_serial(tmp_path: Path):
+def test_parallel_batch_matches_serial(tmp_path: Path, monkeypatch):
     for i in range(230):
         (tmp_path / f"m{i:03}.py").write_text(BAD_LOOP if i % 3 else "x = 1\n")
+    (tmp_path / "broken.py").write_text("def f(:\n")
     serial = review_paths([str(tmp_path)], jobs=1, show_possible=True)
     parallel = review_paths([str(tmp_path)], jobs=2, show_possible=True)
     assert [f.to_dict() for f in serial.findings] == [f.to_dict() for f in parallel.findings]
-    assert len(serial.findings) == 153 and serial.files == 230
+    assert len(serial.findings) == 154 and serial.files == 231
     assert serial.notes == parallel.notes
+    assert {f.url for f in parallel.findings} == {""}, "no public URL: no link"
+    # The workers' findings get their card links in the parent (which reads the setting while
+    # they run): the same links as a serial run, and none for a syntax error.
+    monkeypatch.setenv("JAXMEM_PUBLIC_URL", "https://jaxmem.example.org")
+    serial = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    parallel = review_paths([str(tmp_path)], jobs=2, show_possible=True)
+    assert [f.to_dict() for f in serial.findings] == [f.to_dict() for f in parallel.findings]
+    urls = {f.code: f.url for f in parallel.findings}
+    assert urls["JM101"].startswith("https://jaxmem.example.org/card?topic=") and urls["JM001"] == ""
 
 
 def test_fix_marks_computed_in_workers_match_serial(tmp_path: Path):

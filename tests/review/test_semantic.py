@@ -954,3 +954,35 @@ def test_a_clock_named_in_another_file_of_the_tree_times_a_region(tmp_path: Path
     assert [(Path(f.path).name, f.line) for f in found] == [("profile_it.py", 14)]
     alone = review_paths([str(tmp_path / "profile_it.py")], select=["JM701"], respect_gitignore=False, jobs=1)
     assert alone.findings == []
+
+
+def test_importers_are_reviewed_before_the_modules_they_import(tmp_path: Path, monkeypatch):
+    # pkg/main.py imports pkg/core.py (relatively) and pkg/base.py; pkg/core.py imports pkg.base;
+    # a notebook is never imported. Reviewed in the given order (base, core, main), base's and
+    # core's models would be built twice: once for their own reviews, once for their importers.
+    from jaxmem.evaluators.review import api, semantic
+    from jaxmem.evaluators.review.semantic.order import importers_first
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text("import jax\n\ndef to_host(x):\n    return float(x)\n")
+    (pkg / "core.py").write_text("import jax\nfrom pkg.base import to_host\n\n@jax.jit\ndef step(w, x):\n    return w - x\n")
+    (pkg / "main.py").write_text("from .core import step\nfrom . import base\n\ndef fit(w, xs):\n"
+                                 "    for x in xs:\n        w = step(w, x)\n        print(base.to_host(w))\n")
+    (tmp_path / "demo.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    files = [str(pkg / n) for n in ("__init__.py", "base.py", "core.py", "main.py")] + [str(tmp_path / "demo.ipynb")]
+    project = Project.of_paths([str(tmp_path)], files)
+    names = [Path(p).name for p in importers_first(files, project)]
+    assert names.index("main.py") < names.index("core.py") < names.index("base.py")
+    assert names.index("demo.ipynb") < names.index("base.py")
+    # A cycle keeps the given order among its files and places every file once.
+    (pkg / "base.py").write_text("from pkg.main import fit\n")
+    assert sorted(importers_first(files, project)) == sorted(files)
+    (pkg / "base.py").write_text("import jax\n\ndef to_host(x):\n    return float(x)\n")
+    # Each file of the tree is modelled once in a serial review of it.
+    built = []
+    real_build = semantic.build
+    monkeypatch.setattr(semantic, "build", lambda tree, lines, **kw: built.append(kw.get("module")) or real_build(tree, lines, **kw))
+    api.review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    assert sorted(m for m in built if m) == sorted(set(m for m in built if m)), built
