@@ -106,6 +106,40 @@ def test_an_unpacked_literal_tuple_gives_each_name_its_own_kind():
     assert kind(src, 5, "a") == "jax" and kind(src, 5, "b") == "np"
 
 
+def test_a_function_the_module_differentiates_is_guessed_to_return_device_values():
+    # Reduced from a continuation-method trainer (12zzi): `problem.objective` is what jit(grad(.))
+    # differentiates, so calling it as it is computes a JAX scalar: the loss formatted each batch.
+    src = """
+    from jax import grad, jit
+    import jax; from losses import loss_fn
+    def run(problem, opt, params, batches, other):
+        grad_fn = jit(grad(problem.objective, [0]))
+        value_and_grad = jax.value_and_grad(loss_fn)
+        for batch in batches:
+            grads = grad_fn(params, batch)
+            loss = problem.objective(params, batch)
+            acc = problem.accuracy(params, batch)
+            l2 = loss_fn(params, batch)
+            l3 = other.objective(params, batch)
+    """
+    assert kind(src, 9, "loss") == "jax" and kind(src, 9, "loss", strict=True) is None  # a guess
+    assert kind(src, 11, "l2") == "jax"  # an imported (or unknown) function given to value_and_grad
+    assert kind(src, 10, "acc") is None  # not differentiated: unknown
+    assert kind(src, 12, "l3") is None  # another receiver: another function
+    # Two functions' own parameters named `fn` are two callables (12zb: a timer helper's `fn()`
+    # beside `jax.jit(jax.grad(fn))` in another function).
+    src = """
+    import jax
+    def median_time(fn):
+        out = fn()
+        return out
+    def time_grad(fn, pos):
+        grad = jax.jit(jax.grad(fn))
+        return median_time(lambda: grad(pos).block_until_ready())
+    """
+    assert kind(src, 4, "out") is None
+
+
 # ---- loop roles ----------------------------------------------------------------------------------
 
 ROLES = """

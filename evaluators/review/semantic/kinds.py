@@ -21,6 +21,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.names import (
     ELEMENT_KIND,
     EMPTY_CONTAINERS,
+    GRADIENT_TRANSFORMS,
     HOST_ATTRS,
     HOST_KINDS,
     HOST_METHODS,
@@ -36,7 +37,7 @@ from jaxmem.evaluators.review.semantic.names import (
     keyword,
     pos,
 )
-from jaxmem.evaluators.review.semantic.scopes import Binding, Scope
+from jaxmem.evaluators.review.semantic.scopes import Binding, Scope, callee_key
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 AXIS_SIZE = frozenset({"jax.lax.psum"})
@@ -289,7 +290,7 @@ class KindsMixin:
                 # Flax's replicate puts a tree on every device; unreplicate takes shard 0 of each
                 # leaf (`tree_map(lambda x: x[0], tree)`): device arrays stay device arrays.
                 return "jax" if q.endswith(".replicate") else self.kind(call.args[0], scope, strict)
-            return self.project_return_kind(q, strict)
+            return self.project_return_kind(q, strict) or (None if strict else self._differentiated(func, scope))
         if isinstance(func, ast.Name) and self.is_builtin(func, scope):
             if func.id in SCALAR_BUILTINS:
                 return "scalar"
@@ -315,7 +316,7 @@ class KindsMixin:
                 # `opt_init, opt_update, get_params = optimizers.adam(lr)`: each of the three
                 # returns a pytree of device arrays (the state, the new state, the parameters).
                 return "jax"
-            return None
+            return None if strict else self._differentiated(func, scope)
         if isinstance(func, ast.Call) and self.qualname(func.func) in RETURNS_ARRAYS:
             return "jax"  # jax.grad(f)(x), jax.vmap(f)(x)
         if isinstance(func, ast.Attribute):
@@ -326,7 +327,23 @@ class KindsMixin:
                 if func.attr in HOST_METHODS:
                     return HOST_METHODS[func.attr]
                 return recv
+            if recv is None and not strict:
+                return self._differentiated(func, scope)
         return None
+
+    def _differentiated(self, func: ast.AST, scope: Scope) -> str | None:
+        """`loss = problem.objective(params, batch)` where this module also differentiates
+        `problem.objective` (`jit(grad(problem.objective))`), the same `problem`: a function
+        jax.grad can take returns a JAX scalar, so called as it is, on the parameters, it computes
+        one on the device. A guess (the default reading): pure Python arithmetic on Python numbers
+        is differentiable too."""
+        targets = self.memo.get("differentiated")
+        if targets is None:
+            targets = self.memo["differentiated"] = frozenset(
+                key for expr, q, sc in self.transform_args if q in GRADIENT_TRANSFORMS
+                and (key := callee_key(expr, sc)) is not None)
+        key = callee_key(func, scope)
+        return "jax" if key is not None and key in targets else None
 
     def return_kind(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, strict: bool = False) -> str | None:
         """Kind of what a plain (unjitted) local function returns: `jax` if any return is (strict:

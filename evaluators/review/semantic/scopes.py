@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from jaxmem.evaluators.review.semantic.jit import JitInfo
-from jaxmem.evaluators.review.semantic.names import _END
+from jaxmem.evaluators.review.semantic.names import _END, dotted
 
 
 class _Model(Protocol):
@@ -119,3 +119,18 @@ class Scope:
                 return "jax" if "jax" in kinds else (kinds[0] if kinds else None)
             scope = scope.parent
         return None
+
+
+def callee_key(expr: ast.AST, scope: Scope) -> tuple | None:
+    """A callable's dotted name and where its first name is bound (`self`: the class), so that
+    `fn` in two functions, each its own parameter, are two callables."""
+    name = dotted(expr)
+    if name is None:
+        return None
+    base = name.partition(".")[0]
+    if base == "self" and scope.cls is not None:
+        return name, id(scope.cls)
+    s: Scope | None = scope
+    while s is not None and base not in s.bindings:
+        s = s.parent
+    return name, id(s.node) if s is not None else None
