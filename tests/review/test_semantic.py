@@ -1020,3 +1020,22 @@ def test_importers_are_reviewed_before_the_modules_they_import(tmp_path: Path, m
     monkeypatch.setattr(semantic, "build", lambda tree, lines, **kw: built.append(kw.get("module")) or real_build(tree, lines, **kw))
     api.review_paths([str(tmp_path)], jobs=1, show_possible=True)
     assert sorted(m for m in built if m) == sorted(set(m for m in built if m)), built
+
+
+def test_reads_feeding_a_stop_check_are_kept_once_each():
+    # Reduced from a Monte Carlo driver (12zzk): values re-bound from each other on every line of
+    # an iteration. Each name's list of the reads that fed it used to copy the lists of the names
+    # it read, doubling per statement (8 GB on the real file); now each read is kept once.
+    from jaxmem.evaluators.review.semantic.stops import _host_reads_by_name, stop_checks
+    from jaxmem.evaluators.review.semantic.walk import At
+
+    body = "\n".join("        x = mix(x, y)\n        y = mix(y, x)" for _ in range(8))
+    src = ("import jax\nimport numpy as np\n\ndef run(x, y, tol):\n    while True:\n"
+           "        x = float(jax.numpy.sum(x))\n" + body + "\n        if x < tol:\n            break\n")
+    a, tree = model(src)
+    loop = loops_of(tree)[0]
+    ctx = At(a, scope_at(a, 6))
+    feeders = _host_reads_by_name(ctx, loop.body)
+    assert len(feeders["x"]) <= len(loop.body) and len(feeders["y"]) <= len(loop.body)
+    checks = stop_checks(ctx, loop)
+    assert loop.body[-1].test in checks and loop.body[0] in checks  # the test and the read it needs
