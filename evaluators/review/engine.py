@@ -6,7 +6,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 
-from jaxmem.evaluators.review import notebook, semantic
+from jaxmem.evaluators.review import calibration, notebook, semantic
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.rule import Ctx, Rule
@@ -215,7 +215,8 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
                  card_url: Callable[[str], str], notes: list[Note] | None = None, project=None,
                  tree: ast.Module | None = None) -> list[Finding]:
     """Findings for one module's source. A syntax error becomes one JM001 finding; syntax that
-    only a newer Python parses becomes a note in `notes` (or, without a list, an info JM001); a
+    only a newer Python parses, or a REPL transcript, becomes a note in `notes` (or, without a
+    list, an info JM001); a
     `.py` script with IPython lines (`!pip install ...`) is reviewed with those lines blanked.
     `project`: the other files of a reviewed tree (semantic.project.Project), followed on demand;
     `tree`: `source` already parsed by the caller (a notebook's joined cells)."""
@@ -227,11 +228,13 @@ def check_source(source: str, path: str, rules: Iterable[Rule],
         script = _ipython_script(source, path, notes)
         if script is not None:  # the rules' text prefilter reads what was parsed (`%timeit` became a call)
             return _check_tree(script[0], script[1], lines, path, rules, card_url, project)
-        newer = newer_syntax(exc, lines)
+        newer, fix = newer_syntax(exc, lines), NEWER_FIX
+        if newer is None and (newer := repl_transcript(exc, lines)) is not None:
+            fix = "Remove the `>>>` prompts and the printed output to review the code."
         if newer is not None and notes is not None:
             notes.append(Note(path, newer))
             return []
-        return [parse_error(path, exc, lines, card_url, newer)]
+        return [parse_error(path, exc, lines, card_url, newer, fix)]
     return _check_tree(tree, source, lines, path, rules, card_url, project, kept_model)
 
 
@@ -328,17 +331,36 @@ def newer_syntax(exc: Exception, lines: list[str]) -> str | None:
             f"so the file was not reviewed (run jaxmem on Python {need}+ to review it)")
 
 
+_PROMPT = re.compile(r"^\s*>>>( |$)")
+
+
+def repl_transcript(exc: Exception, lines: list[str]) -> str | None:
+    """A note when the source is an interactive session pasted as it was shown (`>>> f(x)` and
+    its printed output: slides, docs): not a program with a syntax error, and nothing to review."""
+    line = getattr(exc, "lineno", None) or 0
+    # Where the parser stopped: a prompt outside any string (one in a docstring parses).
+    if 0 < line <= len(lines) and _PROMPT.match(lines[line - 1]):
+        return "a Python REPL transcript (`>>>` prompts and printed output), not a script: not reviewed"
+    return None
+
+
+NEWER_FIX = "Review the file with a newer Python, or exclude it."
+
+
 def parse_error(path: str, exc: Exception, lines: list[str], card_url: Callable[[str], str],
-                newer: str | None = None) -> Finding:
+                newer: str | None = None, fix: str = NEWER_FIX) -> Finding:
+    """A JM001 finding: an error, or with `newer` (a note: newer syntax, a REPL transcript) an info."""
     line = getattr(exc, "lineno", None) or 1
     col = getattr(exc, "offset", None) or 1
     msg = getattr(exc, "msg", None) or str(exc)
     src = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     if newer is not None:
         return Finding(path=path, line=line, col=col, code=PARSE_ERROR_CODE, name="syntax-error",
-                       message=newer, severity="info", topic="",
-                       fix="Review the file with a newer Python, or exclude it.", url="", source_line=src)
+                       message=newer, severity="info", topic="", fix=fix, url="", source_line=src)
+    # A syntax error is certain; whether it is worth showing is what the calibration measured on
+    # unseen code (mostly Python 2 scripts and snippets nobody runs), as for every rule.
+    sure = PARSE_ERROR_CODE not in calibration.demoted()
     return Finding(path=path, line=line, col=col, code=PARSE_ERROR_CODE, name="syntax-error",
                    message=f"cannot parse with Python {_PY}: {msg}; the file was not reviewed", severity="error",
                    topic="", fix="Fix the syntax error (or exclude the file) and review again.",
-                   url="", source_line=src)
+                   url="", source_line=src, confidence="sure" if sure else "possible")

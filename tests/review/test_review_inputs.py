@@ -250,6 +250,23 @@ def test_ipython_syntax_is_skipped_line_by_line_and_bad_cells_alone(tmp_path: Pa
     assert note.message.startswith("cell 4: not Python") and "the others reviewed" in note.message
 
 
+def test_a_repl_transcript_is_a_note_not_a_syntax_error(tmp_path: Path):
+    # 12zzk: a talk's code folder held `>>>` sessions with their printed output, kept as .py files
+    # for the slides; nine JM001 errors ("cannot parse") where nothing was meant to run.
+    (tmp_path / "slide.py").write_text("# same as torch.autograd.grad(c,x)\n>>> c.backward()\n>>> x.grad\n"
+                                       "tensor([0.9743, 0.4026, 0.8935])\n")
+    (tmp_path / "broken.py").write_text("x = (\n")  # a real syntax error stays one
+    (tmp_path / "doc.py").write_text('"""Usage:\n\n>>> run()\n"""\ndef run(:\n    pass\n')
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    assert sorted((Path(f.path).name, f.code, f.severity) for f in result.findings) == [
+        ("broken.py", "JM001", "error"), ("doc.py", "JM001", "error")]  # a docstring's prompt is not a session
+    (note,) = result.notes
+    assert note.path.endswith("slide.py") and "REPL transcript" in note.message
+    pasted = review_source(">>> import jax\n>>> jax.numpy.ones(3)\nArray([1., 1., 1.], dtype=float32)\n", "<pasted>",
+                           show_possible=True)
+    assert [(f.code, f.severity) for f in pasted] == [("JM001", "info")] and ">>>" in pasted[0].fix
+
+
 def test_newer_python_syntax_is_reviewed(tmp_path: Path):
     # Shape of 12zm's quantum scripts: a PEP 701 header f-string made the whole file unreadable on
     # 3.11, and with it the per-epoch float() of the jitted step's loss (found on 3.12).
