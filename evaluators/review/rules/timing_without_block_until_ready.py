@@ -111,8 +111,11 @@ class TimingWithoutBlockUntilReady(Rule):
         self._helper_clocks(body, ctx)
         starts: dict[str, int] = {}
         for i, stmt in enumerate(body):
-            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                    and self._is_timer(stmt.value, ctx)):
+            clock = self._clock_read(stmt.value, ctx) if isinstance(stmt, ast.Assign) else None
+            if clock is not None and clock is not stmt.value and isinstance(stmt.value.right, ast.Name) \
+                    and stmt.value.right.id in starts:
+                clock = None  # `t_ad = time() - t0`, t0 started here: the elapsed time of t0's region
+            if len(getattr(stmt, "targets", ())) == 1 and isinstance(stmt.targets[0], ast.Name) and clock is not None:
                 # `end = time.time()` ... `end - start`: the timer is read here, the subtraction
                 # comes later. That closes a region from `start`; `start` stays open, since a later
                 # `time.time() - start` may time the whole, and `end` may start the next region.
@@ -121,7 +124,7 @@ class TimingWithoutBlockUntilReady(Rule):
                 for name, start in list(starts.items()):
                     if any(self._difference(s, end, name) or self._elapsed_in_helper(s, end, name, ctx)
                            for s in later):
-                        self._region(body, start, i, name, stmt, stmt.value, ctx)
+                        self._region(body, start, i, name, stmt, clock, ctx)
                 starts[stmt.targets[0].id] = i
                 continue
             if not starts or hasattr(stmt, "body"):
@@ -311,6 +314,15 @@ class TimingWithoutBlockUntilReady(Rule):
             return True
         facts = project_facts(ctx.analysis, node.func, ctx.scope)
         return facts is not None and facts.clock
+
+    def _clock_read(self, value: ast.AST, ctx: Ctx) -> ast.AST | None:
+        """The clock read a timer variable is bound to: `time.perf_counter()`, or one taken relative
+        to an origin (`start = time.perf_counter() - t0` ... `stop = time.perf_counter() - t0`,
+        summed as `stop - start`: the offsets cancel)."""
+        if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Sub, ast.Add)) \
+                and isinstance(value.right, (ast.Name, ast.Attribute, ast.Constant)):
+            value = value.left
+        return value if self._is_timer(value, ctx) else None
 
     def _elapsed(self, stmt: ast.stmt, name: str, ctx: Ctx) -> ast.AST | None:
         for n in astutil.walk(stmt):

@@ -86,6 +86,8 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
                 st_waits = True  # `assert size >= n`, `if done:` on a device value: bool() waits
             if produced and _reads_produced(n, produced, ctx):
                 st_waits = True  # `print(parameters)` of what `warmup.run(...)` returned
+            if isinstance(n, ast.BinOp) and not st_runs and ctx.kind(n) == "jax":
+                st_runs = True  # `C = A @ B` on device arrays: one operation, dispatched and not waited for
             if not isinstance(n, ast.Call):
                 continue
             if ctx.jit_info(n.func) is not None:
