@@ -267,6 +267,16 @@ def test_a_repl_transcript_is_a_note_not_a_syntax_error(tmp_path: Path):
     assert [(f.code, f.severity) for f in pasted] == [("JM001", "info")] and ">>>" in pasted[0].fix
 
 
+def test_a_function_in_an_annotation_is_reviewed_like_any_other(tmp_path: Path):
+    # 12zzn: sixteen config files of one repository wrote `decoder.act: lambda x: x` (an annotation,
+    # a typo for `=`); the model had no scope for that lambda and a rule raised KeyError, so each
+    # file was skipped with an internal error.
+    (tmp_path / "cfg.py").write_text("import jax\n\nclass C:\n    pass\n\nc = C()\nc.act: lambda x: x\n"
+                                     "c.out = jax.jit(lambda x: x)\n")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    assert result.errors == 0 and not result.notes and result.files == 1
+
+
 def test_newer_python_syntax_is_reviewed(tmp_path: Path):
     # Shape of 12zm's quantum scripts: a PEP 701 header f-string made the whole file unreadable on
     # 3.11, and with it the per-epoch float() of the jitted step's loss (found on 3.12).

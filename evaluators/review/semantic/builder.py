@@ -231,6 +231,9 @@ class _Builder(JitBindings):
                 self.visit(target)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        # The walk reads the annotation too; a function there (`cfg.act: lambda x: x`, a typo for
+        # `=`) needs its scope like any other.
+        self.visit(node.annotation)
         if node.value is not None:
             self.visit(node.value)
             self._targets(node.target, node, node.value, end_pos(node))
