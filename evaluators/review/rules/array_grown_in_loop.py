@@ -114,8 +114,8 @@ class ArrayGrownInLoop(Rule):
             name = stmt.targets[0].id
             if name not in grows(stmt.value, ctx.qualname) or under_periodic_guard_in(stmt, loop, ctx.analysis, ctx.scope):
                 continue
-            if ctx.analysis.resolve(name, ctx.scope, start) is None:
-                continue   # not bound before the loop: not carried from one iteration to the next
+            if ctx.analysis.resolve(name, ctx.scope, start) is None or _fresh_each_iteration(loop, stmt, name):
+                continue   # not carried from one iteration to the next
             # Sure where the loop is proven to run eagerly: at module level, or driving a jitted
             # call (a plain function's loop might itself be traced from jitted code elsewhere,
             # where it unrolls once).
@@ -163,6 +163,19 @@ class ArrayGrownInLoop(Rule):
                 ctx.report(self, call, name=", ".join(grown), verb="grow" if len(grown) > 1 else "grows",
                            how=f"concatenation inside jitted `{step}`",
                            compiles=f"`{step}` is traced and compiled again", sure=info.exact)
+
+
+def _fresh_each_iteration(loop: ast.AST, grown: ast.stmt, name: str) -> bool:
+    """`x = batch["x"][0]` ... `x = jnp.concatenate([x, pad])` later in the same iteration: the
+    name is bound anew, without reading itself, by a statement of the loop body that runs on every
+    iteration before the one that extends it; what is extended never carries over."""
+    for stmt in loop.body:
+        if stmt is grown or any(n is grown for n in astutil.walk(stmt)):
+            return False
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets) \
+                and not any(isinstance(n, ast.Name) and n.id == name for n in astutil.walk(stmt.value)):
+            return True
+    return False
 
 
 def _own_statements(body: list[ast.stmt]):
