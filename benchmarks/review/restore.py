@@ -24,8 +24,11 @@ def sources(reading: Path) -> list[dict]:
         if key == "repository":
             cur = {"repository": value.strip()}
             out.append(cur)
-        elif key.strip() in {"commit", "licence_file"} and cur:
-            cur[key.strip()] = value.strip().split()[0] if value.strip() else ""
+        elif key.strip() == "commit" and cur:
+            cur["commit"] = value.strip().split()[0] if value.strip() else ""
+        elif key.strip() == "licence_file" and cur:
+            # `LICENSE, LICENSE-APACHE`: a dual-licensed repository lists both files
+            cur["licence_files"] = [f for f in value.replace(",", " ").split() if f]
     return out
 
 
@@ -64,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         commit = src.get("commit", "HEAD")
         wanted = files.get(folder, [])
-        if src.get("licence_file"):
-            wanted = [*wanted, src["licence_file"]]
+        wanted = [*wanted, *src.get("licence_files", [])]
         written = absent = 0
         for rel in wanted:
             data = show(gd, commit, rel)
