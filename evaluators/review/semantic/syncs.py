@@ -202,6 +202,16 @@ def _last_event(ctx: Walk, stmts: list[ast.stmt]) -> str | None:
             continue
         if isinstance(stmt, ast.If) and periodic_guard(stmt, None, ctx.analysis, ctx.scope):
             continue
+        if isinstance(stmt, ast.If) and not (reads_condition(ctx, stmt.test) or waits(ctx, stmt.test)):
+            # A wait on one path only (`if callback is not None: callback(float(loss))`) covers
+            # nothing after the `if`: the other path reaches it without having waited. Both paths
+            # waiting is a wait; work queued on either path is what a later read waits for.
+            body, other = _last_event(ctx, stmt.body), _last_event(ctx, stmt.orelse)
+            if body == other == "wait":
+                return "wait"
+            if "queue" in (body, other):
+                return "queue"
+            continue
         if waits(ctx, stmt):
             return "wait"
         if _queues(ctx, stmt):
