@@ -85,3 +85,18 @@ def parse(source: str, path: str = "<unknown>") -> ast.Module:
                 return ast.parse(rewritten, filename=path)
             except SyntaxError:
                 raise exc from None
+
+
+def walks_keys(loop: ast.AST) -> bool:
+    """`for m in metrics: history[m][i] = metrics[m]`: the loop variable indexes what is iterated,
+    so it walks the keys of a dict of device values (host strings), not elements of an array."""
+    if not (isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.target, ast.Name)):
+        return False
+    name, it = loop.target.id, None
+    for st in loop.body:
+        for n in walk(st):
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Name) and n.slice.id == name:
+                it = it or ast.dump(loop.iter)
+                if ast.dump(n.value) == it:
+                    return True
+    return False

@@ -1039,3 +1039,54 @@ def test_reads_feeding_a_stop_check_are_kept_once_each():
     assert len(feeders["x"]) <= len(loop.body) and len(feeders["y"]) <= len(loop.body)
     checks = stop_checks(ctx, loop)
     assert loop.body[-1].test in checks and loop.body[0] in checks  # the test and the read it needs
+
+
+def test_a_dict_literal_gives_its_values_kind_to_any_key():
+    """`history[m]` where `history = {"loss": np.zeros(n), ...}`: whatever the key, an item is a
+    NumPy array (strict), as `metrics[m]` of a dict of device arrays is one; mixed values say
+    nothing, and neither does a dict built with `**`."""
+    src = """
+        import jax.numpy as jnp, numpy as np
+
+        def f(n, m, loss, extra):
+            history = {"loss": np.zeros(n), "acc": np.zeros(n)}
+            logs = {"loss": jnp.mean(loss), "acc": jnp.max(loss)}
+            mixed = {"loss": np.zeros(n), "acc": jnp.max(loss)}
+            merged = {"loss": np.zeros(n), **extra}
+            return history[m], logs[m], mixed[m], merged[m]
+    """
+    assert kind(src, 9, "history[m]", strict=True) == "np"
+    assert kind(src, 9, "logs[m]", strict=True) == "jax"
+    assert kind(src, 9, "mixed[m]") is None
+    assert kind(src, 9, "merged[m]") is None
+
+
+def test_a_loop_that_indexes_what_it_iterates_walks_keys_inside_the_step():
+    """`for m in metrics: history[m][i] = metrics[m]` walks the keys of a step's metrics (host
+    strings), the fields of one record: its variable is not a device array, and the loop is not an
+    evaluation loop of its own, so what it reads is read once per step of the loop around it."""
+    from jaxmem.evaluators.review import astutil
+
+    src = """
+        import jax, jax.numpy as jnp, numpy as np
+
+        @jax.jit
+        def update(params, batch):
+            return params - batch, {"loss": jnp.mean(batch)}
+
+        def fit(params, batches, n):
+            history = {"loss": np.zeros(n)}
+            for i, batch in enumerate(batches):
+                params, metrics = update(params, batch)
+                for m in metrics:
+                    history[m][i] = metrics[m]
+                for row in metrics["loss"]:
+                    print(row)
+    """
+    a, tree = model(src)
+    outer, keys, rows = loops_of(tree)
+    assert astutil.walks_keys(keys) and not astutil.walks_keys(rows) and not astutil.walks_keys(outer)
+    assert kind(src, 13, "m") is None and kind(src, 15, "row") == "jax"
+    scope = scope_at(a, 13)
+    assert role(a, keys, scope).role == "other" and role(a, rows, scope).role == "eval"
+    assert role(a, outer, scope).steps

@@ -323,6 +323,9 @@ class _Builder(JitBindings):
             else:
                 self._targets(target, stmt, None, at, "iter", until=until)
             return
+        if astutil.walks_keys(stmt):  # `for m in metrics: ... metrics[m]`: keys, not elements
+            self._targets(target, stmt, None, at, "iter", until=until)
+            return
         self._targets(target, stmt, it, at, "iter", element="elem", until=until)
 
     def visit_With(self, node: ast.With) -> None:

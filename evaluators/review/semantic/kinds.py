@@ -211,12 +211,16 @@ class KindsMixin:
 
     def container_item_kind(self, name: ast.Name, scope: Scope, strict: bool = False) -> str | None:
         """`stops[0]` where `stops` starts empty (`[]`, `deque(...)`) and is filled with
-        `stops.append(x)`: "jax" when a device array is put in (strict: when every item is)."""
+        `stops.append(x)`: "jax" when a device array is put in (strict: when every item is).
+        `history[m]` where `history = {"loss": np.zeros(n), ...}`: the kind all values share."""
         s: Scope | None = scope
         while s is not None:
             if name.id in s.bindings:
                 b = s.reaching(name.id, pos(name), s is scope)
                 b = b[0] if b else None
+                if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Dict):
+                    kinds = {self.kind(v, s, strict) for v in b.value.values} if None not in b.value.keys else set()
+                    return kinds.pop() if len(kinds) == 1 and kinds <= {"jax", "np"} else None
                 if b is None or b.how != "assign" or b.index is not None or not (
                         self._empty_container(b.value) or (not strict and _number_list(b.value))):
                     return None  # `losses = [0.0]` then device losses appended: a guess (`losses[-1]`)
