@@ -38,7 +38,7 @@ KIND_CODES = {
     "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM308", "JM309", "JM014"},
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803"}, "python-loop-not-scan": {"JM503", "JM504"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"}, "captured-constant": {"JM302", "JM306"},
-    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM505"},
+    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505"},
 }
 
 

@@ -49,3 +49,11 @@ def demoted() -> dict[str, str]:
         if tp + fp >= MIN_JUDGED and estimate(tp, fp) < FLOOR:
             out[code] = f"right in {tp} of {tp + fp} on unseen code"
     return out
+
+
+def earned(code: str) -> bool:
+    """The rule's record on unseen code supports "sure": enough judged findings, estimate at the
+    floor (for rules that must earn it, Rule.earns_sure)."""
+    v = (record().get("rules") or {}).get(code) or {}
+    tp, fp = int(v.get("tp", 0)), int(v.get("fp", 0))
+    return tp + fp >= MIN_JUDGED and estimate(tp, fp) >= FLOOR

@@ -91,6 +91,8 @@ def measured_precision() -> dict[str, str]:
     for r in all_rules():
         if r.record_from and r.code not in out:
             out[r.code] = f"record restarted after a fix: judged again from {r.record_from}"
+        if r.earns_sure and not calibration.earned(r.code) and r.code not in demoted:
+            out[r.code] = out.get(r.code, "no record yet") + "; reported as possible until its record earns sure"
     if doc.get("reading"):
         out["_reading"] = str(doc["reading"])
     return out

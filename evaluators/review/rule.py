@@ -44,6 +44,10 @@ class Rule:
     # fixture) starts its record again; until the next fresh readings judge it, the model's
     # own verdict stands (calibration.py). Never set to hide a record whose cause is not fixed.
     record_from: ClassVar[str | None] = None
+    # A rule that joined the default set before any unseen reading judged it: its proven
+    # findings are reported as possible until its record there reaches the floor
+    # (calibration.earned), so a new rule never enters the default output on the model's word alone.
+    earns_sure: ClassVar[bool] = False
 
     @property
     def doc(self) -> str:
@@ -129,7 +133,8 @@ class Ctx:
         fix_text = fix or rule.fix
         # Proven premises, but a rule whose proven findings did not hold on unseen code reports
         # them as possible (calibration.py; `--list-rules` gives each rule's record).
-        shown_sure = sure and rule.code not in calibration.demoted()
+        shown_sure = (sure and rule.code not in calibration.demoted()
+                      and (not rule.earns_sure or calibration.earned(rule.code)))
         self.findings.append(Finding(
             path=self.path, line=line, col=getattr(node, "col_offset", 0) + 1, code=rule.code,
             name=rule.name, message=template.format(**fmt) if fmt else template,

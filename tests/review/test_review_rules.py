@@ -112,3 +112,24 @@ def test_select_and_ignore_by_prefix():
 def test_unknown_selection_names_the_valid_codes():
     with pytest.raises(registry.SelectionError, match=r"'JM999' matches no rule; valid codes are JM101"):
         registry.select(["JM999"])
+
+
+def test_a_rule_that_must_earn_sure_reports_proven_findings_as_possible_until_its_record_does(monkeypatch):
+    """JM501 joined the default set without a record on unseen code (Rule.earns_sure): a proven
+    finding is shown possible, keeps `proven` so its record can count, and is shown sure once a
+    record at the floor exists; a record under the floor keeps it possible."""
+    from jaxmem.evaluators.review import calibration, engine
+
+    source = "import jax.numpy as jnp\n\nx = jnp.zeros(64)\nfor i in range(64):\n    x = x.at[i].set(1.0)\n"
+    rules = [r for r in RULES if r.code == "JM501"]
+    assert rules and rules[0].earns_sure and rules[0].default
+
+    def shown(record):
+        monkeypatch.setattr(calibration, "record", lambda: record)
+        monkeypatch.setattr(calibration, "demoted", lambda: {})
+        (f,) = engine.check_source(source, "fill.py", rules, lambda c: "", None, None)
+        return f.confidence, f.proven
+
+    assert shown({}) == ("possible", True)
+    assert shown({"rules": {"JM501": {"tp": 9, "fp": 1}}}) == ("sure", True)
+    assert shown({"rules": {"JM501": {"tp": 3, "fp": 3}}}) == ("possible", True)
