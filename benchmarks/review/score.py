@@ -183,6 +183,12 @@ def write_precision(readings: list[Path]) -> Path:
         n = c["TP"] + c["FP"]
         rules[code] = {"tp": c["TP"], "fp": c["FP"], "debatable": c["debatable"],
                        "precision": round(c["TP"] / n, 2) if n else None}
+    # A rule that must earn "sure" (Rule.earns_sure) is promoted only if the tuned-on benchmark's
+    # hand labels of its findings do not say otherwise (calibration.earned): kept beside the record.
+    earning = {r.code for r in registry.all_rules() if r.earns_sure}
+    for code, c in sorted(tuned_on_labels(earning).items()):
+        rules.setdefault(code, {"tp": 0, "fp": 0, "debatable": 0, "precision": None})
+        rules[code]["tuned_on"] = {"tp": c["TP"], "fp": c["FP"], "debatable": c["debatable"]}
     tp, fp = sum(c["TP"] for c in totals.values()), sum(c["FP"] for c in totals.values())
     restarted = "; records restarted: " + ", ".join(f"{c} from {r}" for c, r in sorted(starts.items())) if starts else ""
     doc = {"reading": f"proven findings on the first run over {', '.join(names)} (code nobody here had read "
@@ -191,6 +197,25 @@ def write_precision(readings: list[Path]) -> Path:
     path.write_text("# Written by benchmarks/review/score.py --write-precision; read by --list-rules.\n"
                     + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return path
+
+
+def tuned_on_labels(codes: set[str]) -> dict[str, Counter]:
+    """Per code, the hand labels (benchmarks/review/realcode/labels.yaml) of the findings these rules
+    make now on the tuned-on real-code benchmark, both tiers."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("realcode_run", ROOT / "benchmarks" / "review" / "realcode" / "run.py")
+    rc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rc)
+    labels = {rc.key(x["path"], x.get("cell"), x["line"], x["code"]): x["label"]
+              for x in rc.load_items(rc.HERE / "labels.yaml") if x["code"] in codes}
+    out: dict[str, Counter] = defaultdict(Counter)
+    for repo in rc.repos():
+        for f in rc.review([str(repo)], jobs=1).findings:
+            if f.code in codes:
+                rel = Path(f.path).resolve().relative_to(rc.HERE).as_posix()
+                out[f.code][labels.get(rc.key(rel, f.cell, f.line, f.code), "unlabelled")] += 1
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

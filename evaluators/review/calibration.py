@@ -12,7 +12,8 @@ only what has held.
 The test is Laplace's rule of succession against the issue's target: the estimated precision
 (tp + 1) / (tp + fp + 2) must reach 0.80. Fewer than MIN_JUDGED judged findings are too little
 evidence to overrule the model, so such a rule keeps its verdict; 3 right of 3 passes, 0 of 4 or
-13 of 21 does not.
+13 of 21 does not. A rule that joined the default set before any reading judged it
+(Rule.earns_sure) works the other way round: possible until its record passes the same test.
 """
 from __future__ import annotations
 
@@ -53,7 +54,12 @@ def demoted() -> dict[str, str]:
 
 def earned(code: str) -> bool:
     """The rule's record on unseen code supports "sure": enough judged findings, estimate at the
-    floor (for rules that must earn it, Rule.earns_sure)."""
+    floor (for rules that must earn it, Rule.earns_sure). Promotion changes what the default output
+    shows everywhere, so judged evidence against the rule on the tuned-on benchmark (`tuned_on`:
+    its findings there, labelled by hand) blocks it as well."""
     v = (record().get("rules") or {}).get(code) or {}
     tp, fp = int(v.get("tp", 0)), int(v.get("fp", 0))
-    return tp + fp >= MIN_JUDGED and estimate(tp, fp) >= FLOOR
+    t = v.get("tuned_on") or {}
+    ttp, tfp = int(t.get("tp", 0)), int(t.get("fp", 0))
+    against = ttp + tfp >= MIN_JUDGED and estimate(ttp, tfp) < FLOOR
+    return tp + fp >= MIN_JUDGED and estimate(tp, fp) >= FLOOR and not against

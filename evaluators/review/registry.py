@@ -92,7 +92,9 @@ def measured_precision() -> dict[str, str]:
         if r.record_from and r.code not in out:
             out[r.code] = f"record restarted after a fix: judged again from {r.record_from}"
         if r.earns_sure and not calibration.earned(r.code) and r.code not in demoted:
-            out[r.code] = out.get(r.code, "no record yet") + "; reported as possible until its record earns sure"
+            t = ((doc.get("rules") or {}).get(r.code) or {}).get("tuned_on") or {}
+            tuned = f", {t['tp']} of {t['tp'] + t['fp']} on tuned-on code" if t.get("tp", 0) + t.get("fp", 0) else ""
+            out[r.code] = out.get(r.code, "no record yet") + f"{tuned}; reported as possible until it earns sure"
     if doc.get("reading"):
         out["_reading"] = str(doc["reading"])
     return out

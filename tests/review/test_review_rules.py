@@ -117,7 +117,8 @@ def test_unknown_selection_names_the_valid_codes():
 def test_a_rule_that_must_earn_sure_reports_proven_findings_as_possible_until_its_record_does(monkeypatch):
     """JM501 joined the default set without a record on unseen code (Rule.earns_sure): a proven
     finding is shown possible, keeps `proven` so its record can count, and is shown sure once a
-    record at the floor exists; a record under the floor keeps it possible."""
+    record at the floor exists; a record under the floor, or hand labels on the tuned-on benchmark
+    under it, keep it possible."""
     from jaxmem.evaluators.review import calibration, engine
 
     source = "import jax.numpy as jnp\n\nx = jnp.zeros(64)\nfor i in range(64):\n    x = x.at[i].set(1.0)\n"
@@ -133,3 +134,6 @@ def test_a_rule_that_must_earn_sure_reports_proven_findings_as_possible_until_it
     assert shown({}) == ("possible", True)
     assert shown({"rules": {"JM501": {"tp": 9, "fp": 1}}}) == ("sure", True)
     assert shown({"rules": {"JM501": {"tp": 3, "fp": 3}}}) == ("possible", True)
+    # hand labels of its findings on the tuned-on benchmark that say otherwise block the promotion
+    assert shown({"rules": {"JM501": {"tp": 9, "fp": 1, "tuned_on": {"tp": 0, "fp": 7}}}}) == ("possible", True)
+    assert shown({"rules": {"JM501": {"tp": 9, "fp": 1, "tuned_on": {"tp": 4, "fp": 0}}}}) == ("sure", True)
