@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -119,7 +120,20 @@ def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Calla
     findings = engine.check_source(nb.source, path, rules, card_url, notes, project, tree=nb.tree)
     for f in findings:
         f.cell, f.line = nb.locate(f.line)
+        f.message = _cell_line_refs(f.message, nb, f.cell)
     return findings
+
+
+_LINE_REF = re.compile(r"\bline (\d+)\b")
+
+
+def _cell_line_refs(message: str, nb, cell: int) -> str:
+    """A message names other lines (`the loop that calls it on line 1556`) in the joined cells'
+    numbering, which the user never sees: name them as the notebook does, by cell and line."""
+    def sub(m: re.Match) -> str:
+        c, line = nb.locate(int(m.group(1)))
+        return f"line {line}" if c == cell else f"line {line} of cell {c}"
+    return _LINE_REF.sub(sub, message)
 
 
 def _review_one(path: str, rules: Sequence[Rule], card_url, max_bytes: int,

@@ -86,6 +86,20 @@ def test_notebook_findings_point_at_cell_and_line(tmp_path: Path):
     assert f.location == f"{nb}:cell 4:4:14"
 
 
+def test_lines_a_notebook_finding_names_are_given_by_cell_and_line(tmp_path: Path):
+    """A message that names another line (where the backend started) names it as the user sees
+    the notebook, not in the joined cells' numbering."""
+    nb = tmp_path / "setup.ipynb"
+    nb.write_text(_nb([
+        ("code", "import os\nimport jax\nprint(jax.devices())"),
+        ("markdown", "# Settings"),
+        ("code", "x = 1\nos.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'false'"),
+    ]))
+    (f,) = [f for f in review_paths([str(nb)], jobs=1, show_possible=True).findings if f.code == "JM601"]
+    assert (f.cell, f.line) == (3, 2)
+    assert "(line 3 of cell 1: `jax.devices()`)" in f.message, f.message
+
+
 def test_a_notebook_is_limited_by_its_code_not_its_outputs(tmp_path: Path):
     """Embedded plots make notebooks large; max-file-size counts the code cells."""
     doc = json.loads(_nb([("code", "import jax.numpy as jnp"),

@@ -71,7 +71,7 @@ class XlaEnvAfterBackendStart(Rule):
         if not keys:
             return
         if in_module_code(ctx):
-            started = self._backend_start(ctx, first, node.lineno)
+            started = self._backend_start(ctx, first, node)
         elif isinstance(ctx.scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not ctx.scope.traced:
             # Inside a function: an earlier statement of the same function started a backend (ran
             # a JAX operation or a jitted call) before the variable is set.
@@ -83,13 +83,16 @@ class XlaEnvAfterBackendStart(Rule):
         for key in keys:
             ctx.report(self, node, topic=topic_for(key), key=key, line=started.lineno, what=describe(started))
 
-    def _backend_start(self, ctx: Ctx, after: int, before: int) -> ast.Call | None:
-        """The first call in module code between the two lines that starts a backend."""
+    def _backend_start(self, ctx: Ctx, after: int, node: ast.AST) -> ast.Call | None:
+        """The first call in module code after line `after` and before `node` that starts a
+        backend. By position, not by statement: `if mock: os.environ[...] = ...` followed in the
+        same block by `jax.local_devices()` starts the backend after the setting, not before."""
+        limit = (node.lineno, node.col_offset)
         for stmt in ctx.analysis.tree.body:
-            if stmt.lineno <= after or stmt.lineno >= before:
+            if stmt.lineno <= after or (stmt.lineno, stmt.col_offset) > limit:
                 continue
             for call in _calls(stmt):
-                if self._starts(call, ctx, depth=0):
+                if (call.lineno, call.col_offset) < limit and self._starts(call, ctx, depth=0):
                     return call
         return None
 

@@ -112,6 +112,8 @@ JAX_NON_ARRAY = frozenset({
     "jax.numpy.shape", "jax.numpy.ndim", "jax.numpy.size", "jax.numpy.dtype", "jax.numpy.result_type",
     "jax.numpy.issubdtype", "jax.numpy.iinfo", "jax.numpy.finfo", "jax.numpy.promote_types",
     "jax.numpy.can_cast", "jax.lax.axis_index", "jax.lax.broadcast_shapes", "jax.numpy.broadcast_shapes",
+    # dtype and type predicates: a Python bool from metadata (measured on jax 0.10.2)
+    "jax.numpy.iscomplexobj", "jax.numpy.isrealobj", "jax.numpy.isscalar", "jax.numpy.isdtype",
 })
 # Array attributes that live on the host (metadata): reading them never syncs.
 HOST_ATTRS = frozenset({
