@@ -121,6 +121,9 @@ def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Calla
     for f in findings:
         f.cell, f.line = nb.locate(f.line)
         f.message = _cell_line_refs(f.message, nb, f.cell)
+        written = nb.source_line(f.cell, f.line)
+        if written is not None:
+            f.source_line = written.strip()  # as written (`%timeit f(x)`), not as reviewed
     return findings
 
 

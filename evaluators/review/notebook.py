@@ -29,6 +29,12 @@ class NotebookSource:
     # The parse of `source` when load() made one: the review takes it instead of parsing the
     # whole notebook a second time (notebooks are the largest files a review reads).
     tree: ast.Module | None = field(default=None, repr=False)
+    # Each code cell's lines as written (magics included), for the source line a finding shows.
+    original: dict[int, list[str]] = field(default_factory=dict, repr=False)
+
+    def source_line(self, cell: int, line: int) -> str | None:
+        lines = self.original.get(cell)
+        return lines[line - 1] if lines is not None and 1 <= line <= len(lines) else None
 
     def locate(self, line: int) -> tuple[int, int]:
         if 1 <= line <= len(self.line_map):
@@ -61,6 +67,8 @@ def _blank_magics(lines: list[str]) -> list[str]:
     if lines and lines[0].lstrip().startswith("%%"):
         # `%%time` and friends run the rest as Python; others (%%bash, %%writefile) are not Python.
         magic = lines[0].strip().split()[0]
+        if magic == "%%timeit":
+            return ["", *_timed_cell(lines[1:])]
         if magic in PYTHON_CELL_MAGICS:
             return ["", *lines[1:]]
         return ["" for _ in lines]
@@ -99,6 +107,7 @@ def _blank_magics(lines: list[str]) -> list[str]:
 
 # What a `%timeit EXPR` line becomes in the reviewed source: a call of this name around EXPR.
 TIMEIT_MARKER = "_timeit_magic_"
+TIMEIT_CELL_MARKER = "_timeit_cell_magic_"  # the same for the last statement of a `%%timeit` cell
 _TIMEIT = re.compile(r"^%timeit\s+((?:-[A-Za-z]+(?:\s+\d+)?\s+)*)(.+)$")
 
 
@@ -113,6 +122,28 @@ def _timed_expression(stripped: str) -> str | None:
     except SyntaxError:
         return None
     return expr
+
+
+def _timed_cell(body: list[str]) -> list[str]:
+    """A `%%timeit` cell times its whole body, which ends with its last statement: when that is
+    one line holding a call (`C = loop(A, B)`, `f(x)`), it is marked like a `%timeit` line so
+    JM704 can read what the timer stops after; anything else is left as it is."""
+    tree = _tree("\n".join(body))
+    last = tree.body[-1] if tree is not None and tree.body else None
+    if last is None or last.lineno != last.end_lineno or last.col_offset != 0:
+        return body
+    if isinstance(last, ast.Expr):
+        value, target = last.value, None
+    elif isinstance(last, ast.Assign) and len(last.targets) == 1:
+        value, target = last.value, ast.unparse(last.targets[0])
+    else:
+        return body
+    if not isinstance(value, (ast.Call, ast.Subscript)):
+        return body
+    marked = f"{TIMEIT_CELL_MARKER}({ast.unparse(value)})"
+    out = list(body)
+    out[last.lineno - 1] = f"{target} = {marked}" if target is not None else marked
+    return out
 
 
 def _automagics(lines: list[str]) -> list[str]:
@@ -144,9 +175,15 @@ def blank_script(text: str) -> tuple[str, int] | None:
     hold IPython syntax: `!pip install ...`, `%matplotlib inline`, `x = !ls`. Those lines blanked
     (line for line, so every position stays where it is), with how many were; None when the text
     has no such line. Cell magics are only recognised on a cell's first line, so a `%%` line here
-    is blanked alone, not the rest of the file."""
+    is blanked alone, not the rest of the file; a `%%timeit` line marks the last statement of its
+    cell (up to the next `# %%`) as a notebook's would be."""
     lines = text.split("\n")
-    out = _blank_magics([line if not line.lstrip().startswith("%%") else "" for line in lines])
+    prepared = [line if not line.lstrip().startswith("%%") else "" for line in lines]
+    for i, line in enumerate(lines):
+        if line.strip().split()[:1] == ["%%timeit"]:
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("# %%")), len(lines))
+            prepared[i + 1:end] = _timed_cell(lines[i + 1:end])
+    out = _blank_magics(prepared)
     changed = sum(1 for a, b in zip(lines, out) if a != b)
     if not changed:
         return None
@@ -161,13 +198,14 @@ def load(text: str) -> NotebookSource:
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("no 'cells' list: not an nbformat 4 notebook")
-    blanked = [(number, _blank_magics(_cell_lines(cell, number))) for number, cell in enumerate(cells, 1)
-               if isinstance(cell, dict) and cell.get("cell_type") == "code"]
+    original = {number: _cell_lines(cell, number) for number, cell in enumerate(cells, 1)
+                if isinstance(cell, dict) and cell.get("cell_type") == "code"}
+    blanked = [(number, _blank_magics(code)) for number, code in original.items()]
     whole = "\n".join(line for _n, code in blanked for line in code) + "\n"
     line_map = [(number, i) for number, code in blanked for i in range(1, len(code) + 1)]
     tree = _tree(whole)
     if tree is not None:  # the usual case: one parse, no cell needs a closer look
-        return NotebookSource(whole, line_map, tree=tree)
+        return NotebookSource(whole, line_map, tree=tree, original=original)
     lines: list[str] = []
     line_map = []
     skipped: list[tuple[int, str]] = []
@@ -186,4 +224,4 @@ def load(text: str) -> NotebookSource:
         for i, line in enumerate(code, 1):
             lines.append(line)
             line_map.append((number, i))
-    return NotebookSource("\n".join(lines) + "\n", line_map, skipped)
+    return NotebookSource("\n".join(lines) + "\n", line_map, skipped, original=original)

@@ -100,6 +100,22 @@ def test_lines_a_notebook_finding_names_are_given_by_cell_and_line(tmp_path: Pat
     assert "(line 3 of cell 1: `jax.devices()`)" in f.message, f.message
 
 
+def test_a_notebook_finding_shows_its_line_as_written_and_timeit_cells_are_read(tmp_path: Path):
+    """`%timeit` lines and `%%timeit` cells are reviewed through a marker call; the finding shows
+    the line as the user wrote it, and a `%%timeit` cell is read up to its last statement."""
+    nb = tmp_path / "bench.ipynb"
+    nb.write_text(_nb([
+        ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a: a @ a)\nx = jnp.ones((64, 64))"),
+        ("code", "%timeit f(x)[0]"),
+        ("code", "%%timeit -n 3\ny = f(x)"),
+    ]))
+    found = {(f.cell, f.line): f for f in review_paths([str(nb)], jobs=1, show_possible=True).findings
+             if f.code == "JM704"}
+    assert set(found) == {(2, 1), (3, 2)}
+    assert found[(2, 1)].source_line == "%timeit f(x)[0]"
+    assert found[(3, 2)].source_line == "y = f(x)" and "`%%timeit f(x)`" in found[(3, 2)].message
+
+
 def test_a_notebook_is_limited_by_its_code_not_its_outputs(tmp_path: Path):
     """Embedded plots make notebooks large; max-file-size counts the code cells."""
     doc = json.loads(_nb([("code", "import jax.numpy as jnp"),

@@ -3,7 +3,8 @@
 What it does
     Flags an IPython `%timeit` line (in a notebook, or a script written as notebook cells) that
     times a call returning a JAX array without waiting for it: `%timeit f(x)` where `f` is
-    jitted, or returns JAX arrays.
+    jitted, or returns JAX arrays; also `f(x)[0]` (one more queued operation), and a `%%timeit`
+    cell whose last statement is such a call (`C = f(x)`): the timer stops after it.
 
 Why is this bad
     JAX dispatches work asynchronously: a jitted call returns as soon as the work is queued.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.notebook import TIMEIT_MARKER
+from jaxmem.evaluators.review.notebook import TIMEIT_CELL_MARKER, TIMEIT_MARKER
 from jaxmem.evaluators.review.rule import Ctx, Rule
 
 WAITS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array"})
@@ -32,25 +33,30 @@ class TimeitWithoutBlock(Rule):
     name = "timeit-without-block"
     topic = "async-dispatch"
     severity = "warning"
-    message = "`%timeit {what}` times a call that returns before its JAX work is done: it measures dispatch only"
+    message = "`{magic} {what}` times a call that returns before its JAX work is done: it measures dispatch only"
     fix = "Time `{what}.block_until_ready()` (or `jax.block_until_ready(...)` around it)."
     node_types = (ast.Call,)
-    requires = (TIMEIT_MARKER,)
+    requires = (TIMEIT_MARKER, TIMEIT_CELL_MARKER)
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
-        if not (isinstance(node.func, ast.Name) and node.func.id == TIMEIT_MARKER and len(node.args) == 1):
+        if not (isinstance(node.func, ast.Name) and node.func.id in (TIMEIT_MARKER, TIMEIT_CELL_MARKER)
+                and len(node.args) == 1):
             return
-        timed = node.args[0]
+        magic = "%%timeit" if node.func.id == TIMEIT_CELL_MARKER else "%timeit"
+        shown = timed = node.args[0]
+        while isinstance(timed, (ast.Subscript, ast.Attribute)) and not (
+                isinstance(timed, ast.Attribute) and timed.attr in ("block_until_ready", "item", "tolist")):
+            timed = timed.value  # `f(x)[0]`, `f(x).T`: one more queued operation on its result
         if not isinstance(timed, ast.Call) or _waits(timed, ctx):
             return
         proven = ctx.jit_info(timed.func) is not None or ctx.proven(timed)
         # A call of unknown kind that is handed JAX arrays most likely returns one.
         handed = any(ctx.proven(a) for a in [*timed.args, *(k.value for k in timed.keywords)])
         if proven or handed:
-            what = ast.unparse(timed)
+            what = ast.unparse(shown)
             what = what if len(what) <= 60 else what[:57] + "..."
             # The fix template is filled in once, by report(): `what` may hold braces (a dict literal).
-            ctx.report(self, node, what=what, sure=proven)
+            ctx.report(self, node, what=what, magic=magic, sure=proven)
 
 
 def _waits(call: ast.Call, ctx: Ctx) -> bool:
