@@ -1090,3 +1090,20 @@ def test_a_loop_that_indexes_what_it_iterates_walks_keys_inside_the_step():
     scope = scope_at(a, 13)
     assert role(a, keys, scope).role == "other" and role(a, rows, scope).role == "eval"
     assert role(a, outer, scope).steps
+
+
+def test_metadata_of_a_loaded_array_is_not_loaded_data():
+    """`M = xs.shape[0]` after `xs = np.load(f)` is a count; `ys = xs[:100]` and `zs = xs.T` are
+    still the loaded data."""
+    src = """
+        import numpy as np
+
+        xs = np.load("a.npy")
+        M = xs.shape[0]
+        ys = xs[:100]
+        zs = xs.T
+    """
+    a, _tree = model(src)
+    assert not loaded(a, "M", a.module_scope)
+    assert loaded(a, "ys", a.module_scope) and loaded(a, "zs", a.module_scope)
+

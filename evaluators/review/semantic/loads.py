@@ -15,6 +15,7 @@ import ast
 
 from jaxmem.evaluators.review.semantic.helpers import calls_one_deep
 from jaxmem.evaluators.review.semantic.model import Analysis
+from jaxmem.evaluators.review.semantic.names import HOST_ATTRS
 from jaxmem.evaluators.review.semantic.scopes import Scope
 
 LOADERS = frozenset({
@@ -90,6 +91,8 @@ def _source(a: Analysis, value: ast.AST, scope: Scope) -> bool | str | None:
     while True:
         if isinstance(value, ast.Name):
             return value.id
+        if isinstance(value, ast.Attribute) and value.attr in HOST_ATTRS:
+            return None  # `n = xs.shape[0]`: metadata of the loaded array, a number, not the array
         if isinstance(value, (ast.Subscript, ast.Attribute)):
             value = value.value
             continue
