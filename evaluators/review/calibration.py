@@ -41,15 +41,17 @@ def estimate(tp: int, fp: int) -> float:
     return (tp + 1) / (tp + fp + 2)
 
 
+def holds(counts: dict | None) -> bool | None:
+    """Whether a record ({"tp", "fp"}) supports "sure": None with fewer than MIN_JUDGED judged."""
+    tp, fp = int((counts or {}).get("tp", 0)), int((counts or {}).get("fp", 0))
+    return None if tp + fp < MIN_JUDGED else estimate(tp, fp) >= FLOOR
+
+
 @lru_cache(maxsize=1)
 def demoted() -> dict[str, str]:
     """Codes whose sure findings are reported as possible -> the record that says why."""
-    out = {}
-    for code, v in (record().get("rules") or {}).items():
-        tp, fp = int(v.get("tp", 0)), int(v.get("fp", 0))
-        if tp + fp >= MIN_JUDGED and estimate(tp, fp) < FLOOR:
-            out[code] = f"right in {tp} of {tp + fp} on unseen code"
-    return out
+    return {code: f"right in {v.get('tp', 0)} of {v.get('tp', 0) + v.get('fp', 0)} on unseen code"
+            for code, v in (record().get("rules") or {}).items() if holds(v) is False}
 
 
 def earned(code: str) -> bool:
@@ -58,8 +60,4 @@ def earned(code: str) -> bool:
     shows everywhere, so judged evidence against the rule on the tuned-on benchmark (`tuned_on`:
     its findings there, labelled by hand) blocks it as well."""
     v = (record().get("rules") or {}).get(code) or {}
-    tp, fp = int(v.get("tp", 0)), int(v.get("fp", 0))
-    t = v.get("tuned_on") or {}
-    ttp, tfp = int(t.get("tp", 0)), int(t.get("fp", 0))
-    against = ttp + tfp >= MIN_JUDGED and estimate(ttp, tfp) < FLOOR
-    return tp + fp >= MIN_JUDGED and estimate(tp, fp) >= FLOOR and not against
+    return holds(v) is True and holds(v.get("tuned_on")) is not False

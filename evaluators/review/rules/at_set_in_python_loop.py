@@ -100,13 +100,11 @@ def _shown_eager(ctx: Ctx) -> bool:
     s = ctx.scope
     while s.parent is not None and s.parent is not ctx.analysis.module_scope:
         s = s.parent
-    if s is ctx.analysis.module_scope or s.node is ctx.analysis.tree:
+    if s is ctx.analysis.module_scope:
         return True
-    fn = s.node
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or s.jitted:
+    if not isinstance(s.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or s.jitted:
         return False
-    a = ctx.analysis
-    return any(not caller.jitted and a.resolve_def(call.func, caller) is fn for call, caller in a.calls_by_name.get(fn.name, ()))
+    return any(not caller.jitted for _call, caller in ctx.analysis.call_sites(s.node))
 
 
 RULE = AtSetInPythonLoop()

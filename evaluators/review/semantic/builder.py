@@ -324,6 +324,7 @@ class _Builder(JitBindings):
                 self._targets(target, stmt, None, at, "iter", until=until)
             return
         if astutil.walks_keys(stmt):  # `for m in metrics: ... metrics[m]`: keys, not elements
+            self.a.key_loops.add(stmt)
             self._targets(target, stmt, None, at, "iter", until=until)
             return
         self._targets(target, stmt, it, at, "iter", element="elem", until=until)

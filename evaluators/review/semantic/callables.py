@@ -171,6 +171,11 @@ class CallablesMixin:
                 return info
         return None
 
+    def call_sites(self, fn: ast.AST) -> list[tuple[ast.Call, Scope]]:
+        """(call, its scope) for every call of the module function `fn` by name in this module."""
+        name = getattr(fn, "name", None)
+        return [(call, s) for call, s in self.calls_by_name.get(name, ()) if self.resolve_def(call.func, s) is fn]
+
     def param_sites(self, b: Binding) -> list[tuple[ast.Call, Scope, ast.AST | None]]:
         """(call, its scope, the argument it passes for parameter `b`, by keyword or position;
         None where it passes none) for every call of `b`'s function in this module by name."""
@@ -179,9 +184,7 @@ class CallablesMixin:
             return []
         params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
         out = []
-        for call, s in self.calls_by_name.get(fn.name, ()):
-            if self.resolve_def(call.func, s) is not fn:
-                continue
+        for call, s in self.call_sites(fn):
             arg = keyword(call, b.name)
             if arg is None and b.name in params and params.index(b.name) < len(call.args):
                 arg = call.args[params.index(b.name)]

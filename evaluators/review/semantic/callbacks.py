@@ -52,7 +52,7 @@ def loop_iteration(a: Analysis, scope: Scope, depth: int = 0) -> bool:
     name = getattr(scope.node, "name", None)
     if depth or name is None:
         return False
-    sites = [s for call, s in a.calls_by_name.get(name, ()) if a.resolve_def(call.func, s) is scope.node]
+    sites = [s for _call, s in a.call_sites(scope.node)]
     return bool(sites) and all(loop_iteration(a, s, depth + 1) for s in sites)
 
 

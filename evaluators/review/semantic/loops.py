@@ -233,7 +233,7 @@ def _report_loop(ctx: Walk, loop: ast.AST) -> bool:
     before the loop; each read waits only for its own element."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
-    if not any(ctx.kind(it) == "jax" for it in _iterated(loop.iter)) or astutil.walks_keys(loop):
+    if not any(ctx.kind(it) == "jax" for it in _iterated(loop.iter)) or loop in ctx.analysis.key_loops:
         return False
     memo = ctx.memo.setdefault("report_loop", {})
     if loop not in memo:

@@ -39,6 +39,7 @@ class Analysis(CallablesMixin, KindsMixin):
         # Calls inside loops, for the call graph: (call, innermost loop, scope, under `if i % N`).
         self.loop_calls: list[tuple[ast.Call, ast.AST | None, Scope, bool]] = []
         self.calls_by_name: dict[str, list[tuple[ast.Call, Scope]]] = {}  # `f(...)` call sites by name
+        self.key_loops: set[ast.AST] = set()  # `for m in metrics: ... metrics[m]` (astutil.walks_keys)
         # Rules ask for the same call's name many times. Keyed by the node itself, not its id:
         # rules also ask about nodes they make on the fly (`ast.Name(arg)`), and a freed node's id
         # is reused by the next one, which would read the first one's answer.

@@ -115,7 +115,7 @@ def _role(a: Analysis, loop: ast.AST, scope: Scope) -> Role:
     step = _in_place_step(at, loop)
     if step is not None:
         return step
-    if astutil.walks_keys(loop):
+    if loop in a.key_loops:
         return Role("other")  # the fields of one record (a step's metrics), not a data set
     if dispatches(at, loop):
         return Role("eval", proven=True)
