@@ -1107,3 +1107,32 @@ def test_metadata_of_a_loaded_array_is_not_loaded_data():
     assert not loaded(a, "M", a.module_scope)
     assert loaded(a, "ys", a.module_scope) and loaded(a, "zs", a.module_scope)
 
+
+
+def test_helpers_called_only_from_compiled_code_are_compiled_down_the_whole_chain():
+    """`step` is jitted and calls h1, which calls h2, ... h4: each is only ever called from
+    compiled code, so each is compiled, however deep the chain and in whatever order the model
+    meets them (a fixed number of rounds made the answer depend on a set's order)."""
+    src = """
+        import jax
+        import jax.numpy as jnp
+
+        def h4(x):
+            return x * 2
+
+        def h3(x):
+            return h4(x) + 1
+
+        def h2(x):
+            return h3(x) - 1
+
+        def h1(x):
+            return h2(x) * 3
+
+        @jax.jit
+        def step(x):
+            return h1(x)
+    """
+    a, tree = model(src)
+    helpers = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("h")}
+    assert all(a.scopes[fn].jitted for fn in helpers.values()), {k: a.scopes[f].jitted for k, f in helpers.items()}

@@ -35,10 +35,11 @@ def mark_traced(a: Analysis) -> None:
             scope.jitted = bool(scope.reasons & {"jit", "control", "pallas"})
     _inherit(a)
     # A module function that is only ever called from compiled code (`fold(state)` inside a
-    # `lax.fori_loop` body) is compiled with it; two rounds reach a helper of a helper.
-    for _ in range(2):
-        if not _called_only_when_traced(a):
-            break
+    # `lax.fori_loop` body) is compiled with it, and so on down its helpers. Rounds run until
+    # nothing changes (each marks a function for good, so they end): a fixed number of rounds
+    # made the result depend on the order a round met the functions in, a set's order, which
+    # changes from one process to the next.
+    while _called_only_when_traced(a):
         _inherit(a)
 
 
