@@ -30,6 +30,7 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
+from jaxmem.evaluators.review.semantic.branches import periodic_operand
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import per_step_read
 
@@ -65,12 +66,12 @@ class BranchOnArrayInLoop(Rule):
                 ctx.report(self, test, what=describe(test), sure=how == "sure")
 
     def _values(self, test: ast.AST, ctx: Ctx) -> list[ast.AST]:
-        return [n for n in astutil.walk(test) if isinstance(n, (ast.Name, ast.Subscript, ast.Call, ast.Attribute))
+        return [n for n in astutil.walk(_every_step_part(test, ctx)) if isinstance(n, (ast.Name, ast.Subscript, ast.Call, ast.Attribute))
                 and ctx.kind(n) == "jax"]
 
     def _reads_array(self, test: ast.AST, ctx: Ctx) -> bool:
         if isinstance(test, ast.BoolOp):
-            return any(self._reads_array(v, ctx) for v in test.values)
+            return any(self._reads_array(v, ctx) for v in _every_step_part(test, ctx).values)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             return self._reads_array(test.operand, ctx)
         if isinstance(test, ast.Compare):
@@ -81,6 +82,17 @@ class BranchOnArrayInLoop(Rule):
             # `if nbrs.did_buffer_overflow:` reads a field of a jitted step's result pytree
             return ctx.kind(test) == "jax"
         return False
+
+
+def _every_step_part(test: ast.AST, ctx: Ctx) -> ast.AST:
+    """The operands of `and` that run every iteration: those up to the first periodic test
+    (`step % save_every == 0 and loss < best` evaluates the comparison on save steps only)."""
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return test
+    for k, v in enumerate(test.values[1:], 1):
+        if periodic_operand(test, v, ctx.analysis, ctx.scope):
+            return ast.BoolOp(op=test.op, values=test.values[:k])
+    return test
 
 
 def _exits(body: list[ast.stmt]) -> bool:

@@ -196,8 +196,21 @@ def _branches_up_to_loop(ctx: Walk):
 
 
 def under_periodic_guard(ctx: Walk) -> bool:
-    """Inside the body of `if step % N == 0:` within the innermost loop."""
-    return any(periodic_guard(node, None, ctx.analysis, ctx.scope) for node in _branches_up_to_loop(ctx))
+    """Inside the body of `if step % N == 0:` within the innermost loop, or an operand that a
+    periodic test before it gates (`step % N == 0 and loss < best`, see periodic_operand)."""
+    return (any(periodic_guard(node, None, ctx.analysis, ctx.scope) for node in _branches_up_to_loop(ctx))
+            or any(periodic_operand(node, child, ctx.analysis, ctx.scope)
+                   for node, child in zip(ctx.stack, ctx.stack[1:])))
+
+
+def periodic_operand(node: ast.AST, child: ast.AST, analysis: Analysis | None, scope: Scope | None) -> bool:
+    """`child` is an operand of `and` after a periodic test: Python evaluates it only when the test
+    before it holds (`step % save_every == 0 and loss < best_loss` reads the loss on save steps
+    only)."""
+    if not (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And)) or child not in node.values:
+        return False
+    before = node.values[:node.values.index(child)]
+    return any(_periodic_test(v, analysis, scope, 0) for v in before)
 
 def short_under_guard(ctx: Walk) -> bool:
     """`if step % N == 0:` around a short inner loop: `for split, ds in eval_sets.items()` over

@@ -88,6 +88,9 @@ CANONICAL = {
     "jax.experimental.pjit": "jax.experimental.pjit.pjit",
     "jax.tree_util.tree_map": "jax.tree.map",
     "jax.tree_map": "jax.tree.map",
+    # jax <= 0.2.x re-exported functools.partial (`@jax.partial(jax.jit, static_argnums=...)`);
+    # code written then still uses it.
+    "jax.partial": "functools.partial",
     "jax.config.config.update": "jax.config.update",
     "haliax.partitioning.named_jit": "haliax.named_jit",
     "flax.linen.module.Module": "flax.linen.Module",
