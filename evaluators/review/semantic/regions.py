@@ -22,6 +22,7 @@ from jaxmem.evaluators.review.semantic.syncs import (
     is_sync,
     reads_condition,
     waits,
+    writes_into_numpy,
 )
 from jaxmem.evaluators.review.semantic.walk import Walk
 
@@ -84,6 +85,8 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
             if isinstance(n, (ast.If, ast.While, ast.Assert, ast.IfExp)) and n not in sometimes \
                     and reads_condition(ctx, n.test):
                 st_waits = True  # `assert size >= n`, `if done:` on a device value: bool() waits
+            if isinstance(n, (ast.Assign, ast.AugAssign)) and n not in sometimes and writes_into_numpy(ctx, n):
+                st_waits = True  # `losses[i] = loss` into a NumPy array converts it on the host
             if produced and _reads_produced(n, produced, ctx):
                 st_waits = True  # `print(parameters)` of what `warmup.run(...)` returned
             if isinstance(n, ast.BinOp) and not st_runs and ctx.kind(n) == "jax":

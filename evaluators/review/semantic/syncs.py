@@ -49,6 +49,8 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
     for n in astutil.walk(node):
         if isinstance(n, (ast.If, ast.While, ast.Assert)) and reads_condition(ctx, n.test):
             return True  # `assert jnp.isfinite(lp)` calls bool() on the device value too
+        if isinstance(n, (ast.Assign, ast.AugAssign)) and writes_into_numpy(ctx, n):
+            return True
         if isinstance(n, ast.Call):
             func = n.func
             if builtin_name(ctx, func) in FORMAT_BUILTINS and any(
@@ -74,6 +76,18 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
         elif isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
             return True
     return False
+
+def writes_into_numpy(ctx: Walk, node: ast.Assign | ast.AugAssign) -> bool:
+    """`u_states[:, i, :] = u_next` (also as one target of an unpacking, `losses[i], state =
+    step(...)`): NumPy's __setitem__ converts the device value on the host, which blocks as
+    `float()` does (measured on jax 0.10.2). Only into a proven NumPy array: a JAX array's item
+    write raises, a list keeps the device value without reading it."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    flat = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+    v = node.value
+    return (any(isinstance(t, ast.Subscript) and ctx.kind(t.value, strict=True) == "np" for t in flat)
+            and (ctx.kind(v) == "jax" or (isinstance(v, ast.Call) and ctx.jit_info(v.func) is not None)))
+
 
 def _jax_callable(ctx: Walk, expr: ast.AST) -> bool:
     """A lambda, or a function of this file, that queues device work: handed to a SciPy routine
