@@ -3,7 +3,8 @@
 What it does
     Flags `jax.device_put(...)` (also `device_put_replicated`, `device_put_sharded`) written as a
     statement of its own, its result thrown away: the typical prefetcher that calls
-    `jax.device_put(batch)` on the next batch and then yields the host batch.
+    `jax.device_put(batch)` on the next batch and then yields the host batch. Not flagged: an
+    argument that is already a device array (nothing is left on the host).
 
 Why is this bad
     `device_put` does not move its argument: it returns a new device array and leaves the input
@@ -44,6 +45,10 @@ class DiscardedDevicePut(Rule):
     def check(self, node: ast.Expr, ctx: Ctx) -> None:
         call = node.value
         if isinstance(call, ast.Call) and ctx.qualname(call.func) in PUTS and not ctx.scope.traced:
+            if call.args and ctx.kind(call.args[0]) == "jax":
+                # `jax.device_put(jnp.zeros(1))`: already on a device, so nothing stays on the
+                # host; at most a useless device->device copy (12zzj's judges).
+                return
             ctx.report(self, call, func=ctx.qualname(call.func).replace("jax.", "jax.", 1))
 
 

@@ -12,6 +12,9 @@ Why is this bad
 Example
     used = jax.devices()[0].memory_stats()["bytes_in_use"]
 
+    Not flagged: a read inside `try:` whose handler catches the TypeError, or under an `if` that
+    tests the platform (`if dev.platform == "gpu":`).
+
 Use instead
     stats = jax.devices()[0].memory_stats() or {}
     used = stats.get("bytes_in_use")
@@ -36,8 +39,38 @@ class MemoryStatsUnguarded(Rule):
     def check(self, node: ast.Subscript, ctx: Ctx) -> None:
         value = node.value
         if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-                and value.func.attr == "memory_stats"):
+                and value.func.attr == "memory_stats") and not _guarded(node, ctx):
             ctx.report(self, node)
+
+
+# What a handler must catch for the TypeError to be handled.
+_CATCHES = frozenset({"TypeError", "Exception", "BaseException"})
+# Words of a test that picks the platform: `if dev.platform == "gpu":`, `if backend != "cpu":`.
+_PLATFORM = ("platform", "device_kind", "backend", "gpu", "tpu", "cuda")
+
+
+def _guarded(node: ast.AST, ctx: Ctx) -> bool:
+    """The read sits in a `try:` whose handler catches the TypeError (`except Exception:`, a bare
+    `except:`), or in the body of an `if` that tests the platform: the CPU backend never reaches
+    it or its failure is handled."""
+    stack = ctx.stack
+    for parent, child in zip(stack, stack[1:]):
+        if isinstance(parent, ast.Try) and child in parent.body and any(
+                h.type is None or any(isinstance(n, (ast.Name, ast.Attribute)) and
+                                      (n.id if isinstance(n, ast.Name) else n.attr) in _CATCHES
+                                      for n in ast.walk(h.type))
+                for h in parent.handlers):
+            return True
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and _platform_test(parent.test):
+            return True
+    return False
+
+
+def _platform_test(test: ast.AST) -> bool:
+    words = [n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else n.value
+             for n in ast.walk(test) if isinstance(n, (ast.Attribute, ast.Name))
+             or (isinstance(n, ast.Constant) and isinstance(n.value, str))]
+    return any(w.lower() in _PLATFORM or w.lower().startswith(_PLATFORM) for w in words if isinstance(w, str))
 
 
 RULE = MemoryStatsUnguarded()
