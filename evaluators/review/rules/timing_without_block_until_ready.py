@@ -45,6 +45,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
 from jaxmem.evaluators.review.semantic import clocks, regions
+from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.helpers import arguments, own_nodes, project_facts
 from jaxmem.evaluators.review.semantic.names import dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import waits
@@ -114,7 +115,8 @@ class TimingWithoutBlockUntilReady(Rule):
             # it, and time the tracing; no `block_until_ready` can go there (12zzq's judges).
             return
         self._helper_clocks(body, ctx)
-        starts: dict[str, int] = self._lap_clocks(body, ctx)
+        laps = self._lap_clocks(body, ctx)
+        starts: dict[str, int] = dict.fromkeys(laps, -1)
         for i, stmt in enumerate(body):
             clock = self._clock_read(stmt.value, ctx) if isinstance(stmt, ast.Assign) else None
             if clock is not None and clock is not stmt.value and isinstance(stmt.value.right, ast.Name) \
@@ -139,12 +141,23 @@ class TimingWithoutBlockUntilReady(Rule):
                 if stop is None:
                     continue
                 del starts[name]
-                self._region(body, start, i, name, stmt, stop, ctx)
+                # A lap also holds the tail of the iteration before: when the tail waits for what
+                # that iteration's head queued, each lap times one whole step.
+                # A tail that reads only every N steps (`if (i + 1) % print_freq == 0: log(...)`)
+                # leaves the other laps dispatch-only.
+                tail = [s for s in body[laps[name] + 1:] if not periodic_guard(s, None, ctx.analysis, ctx.scope)
+                        ] if start == -1 and name in laps else []
+                if tail and regions.scan(body[:i] + tail, ctx, guesses=False)[1]:
+                    continue
+                self._region(body, start, i, name, stmt, stop, ctx,
+                             pipelined=bool(tail) and regions.scan(body[:i] + tail, ctx)[1])
 
     def _lap_clocks(self, body: list[ast.stmt], ctx: Ctx) -> dict[str, int]:
         """A lap timer: `lap = time()` at the end of a loop's body (and before the loop), `time() -
-        lap` read earlier in the body: each iteration times the statements before the read. Such
-        a name starts open at the top of the body (index -1)."""
+        lap` read earlier in the body: each iteration times the statements before the read and
+        those after the reset in the iteration before (the tail). Name -> index of the reset.
+        When the tail waits (`write_metrics(step, metrics)` of the step just run), the laps time
+        one step each in the steady state, however soon the clock is read after a dispatch."""
         loop = ctx.stack[-1] if ctx.stack else None
         if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or not body or body[0] is not loop.body[0]:
             return {}
@@ -154,7 +167,7 @@ class TimingWithoutBlockUntilReady(Rule):
                     and self._clock_read(stmt.value, ctx) is stmt.value:
                 name = stmt.targets[0].id
                 if any(not hasattr(s, "body") and self._elapsed(s, name, ctx) is not None for s in body[:j]):
-                    laps[name] = -1
+                    laps[name] = j
         return laps
 
     def _helper_clocks(self, body: list[ast.stmt], ctx: Ctx) -> None:
@@ -197,8 +210,10 @@ class TimingWithoutBlockUntilReady(Rule):
             ctx.report(self, at, sure=not guessed and regions.proven_work(stmts, ctx))
 
     def _region(self, body: list[ast.stmt], start: int, i: int, name: str, stmt: ast.stmt, stop: ast.AST,
-                ctx: Ctx) -> None:
-        """The statements between the timer's start (body[start]) and where it is read (body[i])."""
+                ctx: Ctx, pipelined: bool = False) -> None:
+        """The statements between the timer's start (body[start]) and where it is read (body[i]).
+        `pipelined`: a lap timer whose tail may wait (code the reviewer cannot see handed the
+        step's results): possible at most."""
         if self._never_read(stmt, stop, ctx):
             return  # `epoch_time = time.time() - t0` that nothing prints, stores or returns
         runs, waited, jitted = regions.scan(body[start + 1:i], ctx)
@@ -223,7 +238,7 @@ class TimingWithoutBlockUntilReady(Rule):
             # it already ran before in this scope: a label naming the function (`print(f"jit_model(x):
             # {time.time() - t0}")` after a first timed call) then names no compilation.
             return
-        if guessed:
+        if guessed or (pipelined and not waited):
             # The only waits are guesses (a result of code the reviewer cannot see, device values
             # handed to it), or the only work is (a step the loop feeds its state through): the
             # region may well time dispatch only. Possible, never sure.
