@@ -1219,3 +1219,26 @@ def test_writing_a_device_value_into_a_numpy_array_waits_for_it():
         """)
     found = engine.check_source(src, "run.py", [registry.by_code()["JM701"]], lambda c: "", None, None)
     assert [f.line for f in found] == [20], found
+
+
+def test_gradient_ascent_written_as_arithmetic_on_the_gradient_call_is_a_training_loop():
+    """`theta = eps * grad_fn(theta, y) + theta`: the step's result reaches the state through
+    arithmetic, not an assignment of the call (12zzr's missed eager loop, JM305)."""
+    src = """
+    import jax
+    import jax.numpy as jnp
+    def loglik(theta, y):
+        return jnp.sum((y - theta) ** 2)
+    def fit(theta, y, n, eps):
+        grad_fn = jax.grad(loglik)
+        for i in range(n):
+            theta = eps * grad_fn(theta, y) + theta
+        for i in range(n):
+            y = y + jnp.ones(3)
+        return theta
+    """
+    a, tree = model(src)
+    first, second = sorted(loops_of(tree), key=lambda n: n.lineno)
+    r = role(a, first, scope_at(a, 9))
+    assert r.steps and r.state == frozenset({"theta"}), r
+    assert not role(a, second, scope_at(a, 9)).steps

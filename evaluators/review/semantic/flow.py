@@ -90,6 +90,16 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                                   else []):
                             if isinstance(n, ast.Name):
                                 results[n.id] = (call, read - fresh)
+        elif isinstance(value, ast.BinOp):
+            # `theta = theta + eps * grad_fn(theta, y)`: gradient ascent written as arithmetic on
+            # a step's result; the step's arguments carry the state the statement replaces.
+            for inner in astutil.walk(value):
+                if isinstance(inner, ast.Call) and _a_step(a, inner, scope):
+                    read = frozenset(k for arg in [*inner.args, *(kw.value for kw in inner.keywords)]
+                                     for k in _keys(arg))
+                    if (written & read) - fresh:
+                        yield inner, (written & read) - fresh
+                        break
         else:
             # `s = out.state`, `s = out["s"]`, and `s, n = s_, n_` (the results renamed at once)
             for part in value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]:
