@@ -14,7 +14,7 @@ counted apart. A case is found by a finding of a code for its kind in the same f
 lines (for a missing donation, anywhere in the file: the case names the jit, the finding its call; for a
 captured constant, also anywhere in the jitted function, decorators included: the case may name the jit,
 the finding names the read). Which codes count for each kind: KIND_CODES; the mapping before the
-sixteenth stop (LEGACY_KIND_CODES) is printed beside it, so figures stay comparable across stops.
+fifteenth stop (LEGACY_KIND_CODES) is printed beside it, so figures stay comparable across stops.
 Unlabelled findings are counted; their locations are printed only with --list-unlabelled (never
 for a reading you have not finished reading: that is how a sealed reading stays sealed).
 """
@@ -33,7 +33,7 @@ import yaml
 from jaxmem.evaluators.review import api
 
 ROOT = Path(__file__).resolve().parents[2]
-# Which codes state each kind of hand-found case. From the sixteenth stop (before 12zzq/12zzr ran):
+# Which codes state each kind of hand-found case. From the fifteenth stop (before 12zzq/12zzr ran):
 # the readings' builders use `python-loop-not-scan` for "a Python loop of eager ops that should be
 # one jitted step", which is what JM304/JM305/JM307 (an eager optimizer, gradient, model) and JM501
 # (an eager `.at[].set` copy per iteration) say; and `host-roundtrip` for per-element reads
