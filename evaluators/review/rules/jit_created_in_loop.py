@@ -7,6 +7,9 @@ What it does
     bound method (`self.step`, `obj.method`, also of an instance of an imported class made by
     calling a CapWords name: `strategy = OpenES(...)`, `jax.jit(strategy.ask)`), or a function
     defined inside the loop.
+    Also inside a function that runs again and again (a method, a function a loop calls, or one
+    whose name says it runs once per epoch or step, `train_epoch`, `eval_step`, when its caller is
+    not in sight: possible) and builds its jitted function anew on each call.
     Re-wrapping the same function object (a module function, a staticmethod, a module
     attribute such as `jnp.linalg.svd`) is not flagged, nor is `jax.jit(f).lower(...)`, which
     compiles on purpose. Nor is a jit whose options change every iteration
@@ -35,6 +38,7 @@ Use instead
 from __future__ import annotations
 
 import ast
+import re
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
@@ -44,6 +48,11 @@ from jaxmem.evaluators.review.semantic.names import TRACING_NAMES, end_pos, pos
 from jaxmem.evaluators.review.semantic.roles import role
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
+# Names that say how often a function runs, whoever calls it (the caller may be in a file the review
+# does not see): `train_epoch`, `evaluate_epoch` once per epoch; `valid_step`, `eval_step` once per
+# step. Only ever a possible finding: sure needs a loop seen calling the function on every step.
+_PER_EPOCH = re.compile(r"(^|_)epoch(_|$)", re.IGNORECASE)
+_PER_STEP = re.compile(r"^(?!(make|create|build|get|init|setup)_).*(^|_)step$", re.IGNORECASE)  # not a factory
 
 
 class JitCreatedInLoop(Rule):
@@ -130,7 +139,8 @@ class JitCreatedInLoop(Rule):
         # a loop calls the driver itself (an evaluator's method, or an `evaluate_model(state,
         # val_iter)` run at every epoch, whose closure over the state is compiled anew each time).
         if scope.has_loops and not (_method_called_in_loop(fn, scope, ctx)
-                                    or _called_in_loop(fn, ctx, roles=("train", "step", "epoch"))):
+                                    or _called_in_loop(fn, ctx, roles=("train", "step", "epoch"))
+                                    or _PER_EPOCH.search(fn.name)):
             return False
         if name is not None:
             used = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
@@ -139,7 +149,8 @@ class JitCreatedInLoop(Rule):
                 return False  # unused here, or a factory: the caller keeps what it returns
         if ctx.per_step_body:
             return True
-        return scope.cls is not None and not fn.name.startswith("__") or _called_in_loop(fn, ctx)
+        return (scope.cls is not None and not fn.name.startswith("__") or _called_in_loop(fn, ctx)
+                or bool(_PER_EPOCH.search(fn.name) or _PER_STEP.search(fn.name)))
 
     @staticmethod
     def _kept(ctx: Ctx) -> bool:
