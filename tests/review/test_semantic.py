@@ -1242,3 +1242,23 @@ def test_gradient_ascent_written_as_arithmetic_on_the_gradient_call_is_a_trainin
     r = role(a, first, scope_at(a, 9))
     assert r.steps and r.state == frozenset({"theta"}), r
     assert not role(a, second, scope_at(a, 9)).steps
+
+
+def test_a_snippet_without_imports_reads_the_conventional_names():
+    """Code pasted without its imports (or a notebook whose import cell is elsewhere, 12zzh) uses
+    `jax`, `jnp`, `np` as everyone imports them; a name the snippet binds itself keeps its own
+    meaning, and a file that imports JAX is read as written."""
+    src = textwrap.dedent("""
+        for x in batches:
+            loss, grads = jax.value_and_grad(loss_fn)(params, x)
+            params = jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+            print(float(loss))
+        """)
+    a, _tree = model(src)
+    assert a.aliases.get("jax") == "jax"
+    shadowed, _ = model("jnp = 3\nprint(jnp.sum)\nx = jax.numpy.ones(3)\n")
+    assert "jnp" not in shadowed.aliases and shadowed.aliases.get("jax") == "jax"
+    imported, _ = model("import numpy as jnp\nx = jax.numpy.ones(3)\n")
+    assert imported.aliases.get("jnp") == "numpy"
+    found = engine.check_source(src, "snippet.py", [registry.by_code()["JM305"]], lambda c: "", None, None)
+    assert [f.code for f in found] == ["JM305"], found

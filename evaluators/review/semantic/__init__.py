@@ -112,6 +112,7 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
             continue
         for name, target in import_bindings(node, module, a.from_import, package=a.is_package):
             a.aliases.setdefault(name, target)
+    _conventional_aliases(a, tree)
     for node in tree.body:
         # Module-level aliases: `jit = jax.jit`, `np_ = numpy`: resolve through them too.
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -128,6 +129,34 @@ def build(tree: ast.Module, lines: list[str], module: str | None = None, project
     mark_traced(a)
     a.built = True
     return a
+
+
+# The names JAX code conventionally imports under, for code that uses them without importing them
+# (a snippet pasted without its imports, a notebook whose import cell is in another notebook).
+CONVENTIONAL = {"jax": "jax", "jnp": "jax.numpy", "lax": "jax.lax", "np": "numpy", "optax": "optax"}
+
+
+def _conventional_aliases(a: Analysis, tree: ast.Module) -> None:
+    """Only where the module imports nothing of JAX and uses `jax.`/`jnp.`: each conventional
+    name it reads and binds nowhere (no import, assignment, parameter or def) resolves as usual."""
+    if any(v == "jax" or v.startswith("jax.") for v in a.aliases.values()):
+        return
+    if not any("jnp." in line or "jax." in line for line in a.lines):
+        return
+    bound: set[str] = set()
+    read: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            (read if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound.update((al.asname or al.name).split(".")[0] for al in n.names)
+    for name, target in CONVENTIONAL.items():
+        if name in read and name not in bound and name not in a.aliases:
+            a.aliases[name] = target
 
 
 def _own_top_level_names(tree: ast.Module) -> set[str]:
