@@ -128,9 +128,10 @@ def score(reading: Path, labels_path: Path | None) -> dict:
     for c in cases:
         cell = None if c.get("cell") is None else c["cell"] + 1
         severity = c.get("confidence") or c.get("severity")
-        for name, allowed in (("sure", {"sure"}), ("sure+possible", {"sure", "possible"}),
-                              ("sure+possible, legacy kinds", {"sure", "possible"})):
-            codes = (LEGACY_KIND_CODES if "legacy" in name else {}).get(c["kind"]) or KIND_CODES.get(c["kind"], set())
+        for name, allowed, mapping in (("sure", {"sure"}, KIND_CODES), ("sure+possible", {"sure", "possible"}, KIND_CODES),
+                                       ("sure+possible, legacy kinds", {"sure", "possible"},
+                                        {**KIND_CODES, **LEGACY_KIND_CODES})):
+            codes = mapping.get(c["kind"], set())
             hit = any(f["file"] == c["file"] and f["code"] in codes and f["confidence"] in allowed
                       and (c["kind"] == "missing-donation" or (f["cell"] == cell and abs(f["line"] - c["line"]) <= 2)
                            or (c["kind"] == "captured-constant" and same_jitted_def(reading, f, c)))

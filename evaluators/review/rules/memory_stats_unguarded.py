@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 
 
@@ -56,10 +57,7 @@ def _guarded(node: ast.AST, ctx: Ctx) -> bool:
     stack = ctx.stack
     for parent, child in zip(stack, stack[1:]):
         if isinstance(parent, ast.Try) and child in parent.body and any(
-                h.type is None or any(isinstance(n, (ast.Name, ast.Attribute)) and
-                                      (n.id if isinstance(n, ast.Name) else n.attr) in _CATCHES
-                                      for n in ast.walk(h.type))
-                for h in parent.handlers):
+                h.type is None or _names(h.type) & _CATCHES for h in parent.handlers):
             return True
         if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test and _platform_test(parent.test):
             return True
@@ -67,10 +65,14 @@ def _guarded(node: ast.AST, ctx: Ctx) -> bool:
 
 
 def _platform_test(test: ast.AST) -> bool:
-    words = [n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else n.value
-             for n in ast.walk(test) if isinstance(n, (ast.Attribute, ast.Name))
-             or (isinstance(n, ast.Constant) and isinstance(n.value, str))]
-    return any(w.lower() in _PLATFORM or w.lower().startswith(_PLATFORM) for w in words if isinstance(w, str))
+    strings = {n.value for n in astutil.walk(test) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return any(w.lower().startswith(_PLATFORM) for w in _names(test) | strings)
+
+
+def _names(expr: ast.AST) -> set[str]:
+    """The names and attribute names an expression mentions (`jax.errors.X` -> jax, errors, X)."""
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in astutil.walk(expr)
+            if isinstance(n, (ast.Name, ast.Attribute))}
 
 
 RULE = MemoryStatsUnguarded()

@@ -141,16 +141,15 @@ class TimingWithoutBlockUntilReady(Rule):
                 if stop is None:
                     continue
                 del starts[name]
-                # A lap also holds the tail of the iteration before: when the tail waits for what
-                # that iteration's head queued, each lap times one whole step.
-                # A tail that reads only every N steps (`if (i + 1) % print_freq == 0: log(...)`)
-                # leaves the other laps dispatch-only.
+                # A lap also holds the tail of the iteration before (after the reset; a read there
+                # only every N steps does not count): when the tail waits for what that iteration
+                # queued, each lap times one whole step.
                 tail = [s for s in body[laps[name] + 1:] if not periodic_guard(s, None, ctx.analysis, ctx.scope)
                         ] if start == -1 and name in laps else []
-                if tail and regions.scan(body[:i] + tail, ctx, guesses=False)[1]:
+                lap = body[:i] + tail
+                if tail and regions.scan(lap, ctx, guesses=False)[1]:
                     continue
-                self._region(body, start, i, name, stmt, stop, ctx,
-                             pipelined=bool(tail) and regions.scan(body[:i] + tail, ctx)[1])
+                self._region(body, start, i, name, stmt, stop, ctx, pipelined=bool(tail) and regions.scan(lap, ctx)[1])
 
     def _lap_clocks(self, body: list[ast.stmt], ctx: Ctx) -> dict[str, int]:
         """A lap timer: `lap = time()` at the end of a loop's body (and before the loop), `time() -

@@ -78,7 +78,7 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                 # The receiver is read too: `model, info = model.update(batch)` replaces `model`.
                 receiver = _keys(call.func.value) if isinstance(call.func, ast.Attribute) and (
                     a.jit_info(call.func, scope) is not None or a.resolve_def(call.func, scope) is not None) else []
-                read = frozenset(k for arg in [*call.args, *(kw.value for kw in call.keywords)] for k in _keys(arg))
+                read = _read_by(call)
                 read |= frozenset(receiver)
                 carried = (written & read) - fresh
                 if carried:
@@ -95,10 +95,9 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
             # a step's result; the step's arguments carry the state the statement replaces.
             for inner in astutil.walk(value):
                 if isinstance(inner, ast.Call) and _a_step(a, inner, scope):
-                    read = frozenset(k for arg in [*inner.args, *(kw.value for kw in inner.keywords)]
-                                     for k in _keys(arg))
-                    if (written & read) - fresh:
-                        yield inner, (written & read) - fresh
+                    carried = (written & _read_by(inner)) - fresh
+                    if carried:
+                        yield inner, carried
                         break
         else:
             # `s = out.state`, `s = out["s"]`, and `s, n = s_, n_` (the results renamed at once)
@@ -112,6 +111,11 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                         yield call, written & read
                         break
         fresh |= written
+
+
+def _read_by(call: ast.Call) -> frozenset[str]:
+    """The names (and dotted keys) a call's arguments read."""
+    return frozenset(k for arg in [*call.args, *(kw.value for kw in call.keywords)] for k in _keys(arg))
 
 
 def fed_back_calls(a: Analysis, loop: ast.AST, scope: Scope):
@@ -132,7 +136,7 @@ def fed_back_calls(a: Analysis, loop: ast.AST, scope: Scope):
         origins = [o for n in astutil.walk(stmt.value) if isinstance(n, ast.Name) for o in derived.get(n.id, ())]
         value = stmt.value.value if isinstance(stmt.value, ast.Subscript) else stmt.value
         if isinstance(value, ast.Call) and _a_step(a, value, scope):
-            read = frozenset(k for arg in [*value.args, *(kw.value for kw in value.keywords)] for k in _keys(arg))
+            read = _read_by(value)
             origins.append((value, read - fresh))
         for call, read in origins:
             back = (written & read) - fresh
