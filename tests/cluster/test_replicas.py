@@ -92,7 +92,9 @@ def test_a_run_requested_on_one_replica_is_seen_by_the_others(deployment_env, ra
                 card.get_by_role("button", name="Verify on the cluster").click()
                 card.page.get_by_text("Verified buffer-donation: confirmed").wait_for(timeout=300_000)
                 through_ray = time.monotonic() - t
-                assert f"ran on {ray_cluster.worker_node}" in card.inner_text()
+                # The status label is sent before the evidence below it is drawn: wait for the
+                # record itself rather than reading the card the moment the label changes.
+                card.get_by_text(f"ran on {ray_cluster.worker_node}").wait_for(timeout=30_000)
 
                 other = ask(page_of(browser, url_b), QUESTION)  # replica B, which ran nothing
                 text = other.inner_text()
