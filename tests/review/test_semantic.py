@@ -512,6 +512,56 @@ def test_a_helper_of_another_file_that_reads_its_arguments_on_the_host_is_follow
     assert alone == []
 
 
+def test_a_running_mean_of_another_file_that_reads_what_its_instances_are_handed(tmp_path: Path):
+    # Reduced from trainers that keep running means in a helper module: `mean_loss(loss)` calls the
+    # instance (its `__call__` does `val.item()`) and `logs.update(names, values)` a method that
+    # does `float(value)`. The helper module neither jits nor imports JAX, and the trainer never
+    # writes `float(` or `.item(`: the text prefilter must still let the rule see the trainer.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "means.py").write_text(textwrap.dedent("""
+        class Mean:
+            def __init__(self):
+                self.total, self.count = 0.0, 0
+            def __call__(self, val):
+                self.total += val.item()
+                self.count += 1
+                return self.total / self.count
+        class Logs:
+            def __init__(self):
+                self.values = {}
+            def update(self, names, values):
+                for name, value in zip(names, values):
+                    self.values[name] = float(value)
+    """))
+    main = textwrap.dedent("""
+        import jax
+        from pkg.means import Logs, Mean
+
+        @jax.jit
+        def train_step(w, x):
+            loss, g = jax.value_and_grad(lambda w: (x @ w).sum())(w)
+            return w - 0.1 * g, loss
+
+        def train(w, xs):
+            mean_loss = Mean()
+            for x in xs:
+                w, loss = train_step(w, x)
+                mean_loss(loss)
+            logs = Logs()
+            for x in xs:
+                w, loss = train_step(w, x)
+                logs.update(["loss"], [loss])
+            return w
+    """)
+    (pkg / "train.py").write_text(main)
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in result.findings] == [("train.py", 14), ("train.py", 18)]
+    alone = api.review_paths([str(pkg / "train.py")], select=["JM101"], show_possible=True, jobs=1)
+    assert alone.findings == []
+
+
 def test_item_write_into_numpy_array_is_a_proven_read_only_in_training():
     """`curve[i] = loss` in a proven training loop is a sure per-step read (NumPy converts the
     device value on the host); the same write into a results table of an analysis loop is not."""

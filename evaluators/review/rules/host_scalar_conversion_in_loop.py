@@ -136,7 +136,7 @@ class HostScalarConversionInLoop(Rule):
 
     def _through_helper(self, node: ast.Call, ctx: Ctx) -> None:
         """`metric.add(loss, acc)` where the local `add` does `float(b)` on its arguments."""
-        fn = ctx.analysis.resolve_def(node.func, ctx.scope)
+        fn = helpers.called_def(ctx.analysis, node.func, ctx.scope)
         converted, sig = helpers.converted_params(ctx.analysis, fn), fn
         if fn is None:
             # Defined in another file of the reviewed tree (`utils.update_metrics(m, metrics)`).
@@ -156,7 +156,13 @@ class HostScalarConversionInLoop(Rule):
         if how is not None:
             arg, conv = found[0]
             ctx.report(self, node, message=self.helper_message, what=describe(arg), call=ast.unparse(node.func)[:40],
-                       how=conv, callee=getattr(fn, "name", None) or ast.unparse(node.func)[:40], sure=how == "sure")
+                       how=conv, callee=_callee_name(fn) or ast.unparse(node.func)[:40], sure=how == "sure")
+
+
+def _callee_name(fn) -> str | None:
+    """The helper's own name; an instance's `__call__` goes by the name the loop calls."""
+    name = getattr(fn, "name", None)
+    return None if name == "__call__" else name
 
 
 _SIZE_KEYWORDS = frozenset({"shape", "size", "length", "num"})

@@ -137,9 +137,10 @@ def arguments(call: ast.Call, fn: ast.AST | tuple):
     """(argument expression, parameter name) for each argument of `call`: positional ones up to a
     `*args` splat (beyond the named parameters, the `*args` name or None), then keywords (`**kw`
     has none). `fn`: the function, or its `signature` (a function of another file, from the
-    project facts); `obj.method(...)` skips the method's `self`/`cls`."""
+    project facts); `obj.method(...)` skips the method's `self`/`cls`, and so does `obj(...)`, an
+    instance called (its `__call__`: no module function names its first parameter `self`)."""
     positional, vararg = signature(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
-    if positional and positional[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+    if positional and (positional[0] == "self" or positional[0] == "cls" and isinstance(call.func, ast.Attribute)):
         positional = positional[1:]
     for i, arg in enumerate(call.args):
         if isinstance(arg, ast.Starred):
@@ -200,6 +201,18 @@ def calls_one_deep(a: Analysis, fn: ast.AST, accept, key: str, depth: int = 0,
     return memo[fn]
 
 
+def called_def(a: Analysis, func: ast.AST, scope) -> ast.AST | None:
+    """The function a call runs, where this module defines it: a function or method
+    (`resolve_def`), or the `__call__` of a module class whose instance is called (`mean_loss(loss)`
+    after `mean_loss = Mean()`: a running mean that does `val.item()` on what it is handed)."""
+    fn = a.resolve_def(func, scope)
+    if fn is None and isinstance(func, ast.Name):
+        cls = a.class_of_receiver(func, scope)
+        if cls is not None:
+            fn = a.method(cls, "__call__")
+    return fn
+
+
 def project_facts(a: Analysis, func: ast.AST, scope):
     """Facts of a function or method defined in another file of the tree: `utils.tick(...)`, or
     `timer.tock(...)` on `timer = Timer()` where `Timer` is imported from there."""
@@ -222,6 +235,10 @@ def tree_facts(a: Analysis, func: ast.AST, scope):
     facts = project_facts(a, func, scope)
     if facts is not None or a.project is None or a.qualname(func) is not None:
         return facts
+    if isinstance(func, ast.Name):
+        # `mean_loss(loss)` on `mean_loss = Mean()`, Mean imported from another file: its __call__
+        cls = a.constructor_of(func, scope)
+        return a.project.function(f"{cls}.__call__") if cls is not None else None
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
         return None
     recv = func.value

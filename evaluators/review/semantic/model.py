@@ -164,6 +164,10 @@ class Analysis(CallablesMixin, KindsMixin):
         self._returned[fn] = found
         return found
 
+    def method(self, cls: ClassInfo, name: str):
+        """The method `name` of a module class, or of a module class it derives from."""
+        return self._method(cls, name)
+
     def _method(self, cls: ClassInfo, name: str, depth: int = 0):
         if name in cls.methods:
             return cls.methods[name]

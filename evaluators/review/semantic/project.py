@@ -48,6 +48,7 @@ class FunctionFacts:
 
 
 TREE_WORDS = " jit pmap float( .item("
+_TREE_BYTES = (b"jit", b"pmap", b"float(", b".item(", b".tolist(")
 _UNKNOWN = object()
 
 
@@ -121,7 +122,7 @@ class Project:
             if name.startswith(".") or self._package_in_tree(name):
                 return TREE_WORDS  # `from pkg.src import training_utils`: modules of the tree
             module = self._module_for(name)
-            if module is not None and self._jits(module):
+            if module is not None and self._speaks_to_rules(module):
                 return TREE_WORDS
         return ""
 
@@ -132,12 +133,14 @@ class Project:
             self._packages[dotted] = any(".".join(parts[k:]) in self._prefixes for k in range(len(parts)))
         return self._packages[dotted]
 
-    def _jits(self, module: str) -> bool:
+    def _speaks_to_rules(self, module: str) -> bool:
         if module not in self._words:
             try:
                 with open(self.files[module], "rb") as fh:
                     raw = fh.read(MAX_BYTES)
-                self._words[module] = b"jit" in raw or b"pmap" in raw
+                # `from utils.means import Mean` where Mean's `__call__` does `val.item()`: the
+                # importer's calls of it read device values without the importer saying so.
+                self._words[module] = any(w in raw for w in _TREE_BYTES)
             except OSError:
                 self._words[module] = False
         return self._words[module]

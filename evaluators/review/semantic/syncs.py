@@ -124,7 +124,7 @@ def hands_to_converter(ctx: Walk, call: ast.Call) -> bool:
     """`metric.add(loss, acc)` where the local `add` does `float(b)` on what it is handed, and
     a device array is handed to it: the call reads that array on the host."""
     a = ctx.analysis
-    fn = a.resolve_def(call.func, ctx.scope)
+    fn = helpers.called_def(a, call.func, ctx.scope)
     converted = helpers.converted_params(a, fn)
     return bool(converted) and any(ctx.kind(arg) == "jax" for arg, _ in helpers.argument_converted(a, call, fn, converted))
 
