@@ -25,6 +25,7 @@ from jaxmem.evaluators.review.fixes._cst import Tree, fresh_name, tree
 from jaxmem.evaluators.review.fixes._edits import Edits
 from jaxmem.evaluators.review.fixes._imports import Imports, dotted, qualify
 from jaxmem.evaluators.review.fixes.base import UNSAFE, Fix, Options, make_fix
+from jaxmem.evaluators.review.semantic.elements import ELEMENT_WISE
 
 LOG_FUNCTIONS = frozenset({"print", "pprint", "logging.debug", "logging.info", "logging.warning", "logging.warn",
                            "logging.error", "logging.critical", "logging.log", "absl.logging.info",
@@ -118,6 +119,8 @@ def fix(source: str, finding: Finding, options: Options) -> Fix | None:
         return None
     block, i = located
     loop = loops[0]
+    if ELEMENT_WISE in finding.message:
+        return None  # `float(x)` for `x` in a device array: the fix is a host copy to loop over, not fewer reads
     if any(isinstance(p, (cst.For, cst.While)) and p is not loop for p in _between(t, stmt, loop)):
         return None
     kept = _keep_on_device(t, imports, finding, stmt, nodes)
@@ -274,3 +277,4 @@ def _at_update_argument(t: Tree, read: cst.CSTNode) -> bool:
     return (isinstance(func, cst.Attribute) and func.attr.value in ("set", "add", "multiply", "min", "max")
             and isinstance(func.value, cst.Subscript) and isinstance(func.value.value, cst.Attribute)
             and func.value.value.attr.value == "at")
+

@@ -15,7 +15,10 @@ Why is this bad
     walk the elements of finished device results, and reads after the iteration already waited
     (an earlier host read, an `if` on a device value around or before it, a module function
     that reads). A function that a loop calls on every step is checked as part of that loop
-    (one level).
+    (one level). Reading the elements of a device array the loop itself walks (`for i in perm:
+    int(i)`, `[x.item() for x in tokens]`) is reported whatever the loop's role, as possible:
+    one copy per element where one copy of the array before the loop would do, unless the
+    source shows the loop is short (semantic/elements.py).
 
 Example
     for batch in batches:
@@ -35,6 +38,7 @@ import ast
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic import helpers
+from jaxmem.evaluators.review.semantic.elements import ELEMENT_WISE, walked_array
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import enclosing_role, per_step_read
 from jaxmem.evaluators.review.semantic.syncs import builtin_name
@@ -55,6 +59,8 @@ class HostScalarConversionInLoop(Rule):
     fix = "Accumulate on device (e.g. `total = total + loss`) and read the value once after the loop, or every N steps."
     item_message = ("`{what}` writes a JAX array into a NumPy array in a loop: NumPy converts it on the host, "
                     "a device->host sync every iteration")
+    element_message = f"`{{what}}` reads JAX array `{{array}}` {ELEMENT_WISE} in a Python loop: one device->host copy per element"
+    element_fix = "Copy the array to the host once before the loop (`np.asarray({array})` or `.tolist()`) and loop over that."
     helper_message = ("`{call}` is handed JAX array `{what}` in a loop and `{callee}` converts it with `{how}`: "
                       "a device->host sync every iteration")
     node_types = (ast.Call, ast.Assign, ast.AugAssign)
@@ -99,13 +105,23 @@ class HostScalarConversionInLoop(Rule):
         else:
             self._through_helper(node, ctx)
             return
-        if not periodic(ctx) and not not_per_step(ctx, READ_WORDS):
+        if periodic(ctx):
+            return
+        if not not_per_step(ctx, READ_WORDS):
             how = per_step_read(ctx, [value])
             if how is not None:
                 # A number that sizes an array (`shape=(int(alpha * n),)`) must be on the host
                 # before the array exists: the fix is computing it from static sizes, which the
                 # source may not allow. Reported, never proven.
                 ctx.report(self, node, what=what, sure=how == "sure" and not _sizes_an_array(node, ctx))
+                return
+        array = walked_array(ctx, value)
+        if array is not None and not any(f.code == self.code and f.line == node.lineno and ELEMENT_WISE in f.message
+                                         for f in ctx.findings):  # `tokens[int(i):int(i) + n]`: one finding
+            # Whatever the loop's role: one copy per element where one copy of the array would do.
+            # Whether the loop is hot is not seen here: reported, never proven.
+            ctx.report(self, node, message=self.element_message, what=what, array=describe(array),
+                       fix=self.element_fix, sure=False)
 
     def _item_write(self, node: ast.Assign | ast.AugAssign, ctx: Ctx) -> None:
         """`losses[i] = loss`: NumPy's __setitem__ converts the device value on the host

@@ -1,0 +1,46 @@
+"""A device array walked element by element by a Python loop.
+
+`for i in perm: int(i)` or `[x.item() for x in tokens]`: iterating a JAX array slices it on the
+device, one small array per element, and each host read of an element copies that element on its
+own. One copy of the whole array before the loop (`np.asarray(perm)`, `perm.tolist()`) does the
+same work in one transfer. The loop's role does not change that: walking the results of an
+evaluation element by element costs as many transfers as it has elements, where gathering them
+whole is one. What makes it a cost worth a finding is repetition: the walk runs on every
+iteration of an outer loop that queues device work, or in a function such a loop calls every
+step. Loops the source shows to be short are left alone.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.loops import dispatches
+from jaxmem.evaluators.review.semantic.names import pos
+from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
+from jaxmem.evaluators.review.semantic.walk import Walk
+
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+ELEMENT_WISE = "element by element"  # in such a finding's message: what a fixer must not treat as a logged read
+
+
+def walked_array(ctx: Walk, value: ast.AST) -> ast.AST | None:
+    """The device array an enclosing Python loop walks, where `value` is its element (the loop's
+    own target, not an index or a dict value) and the loop is not known to be short."""
+    if not isinstance(value, ast.Name) or ctx.scope.traced:
+        return None
+    b = ctx.analysis.resolve(value.id, ctx.scope, pos(value))
+    if b is None or b.how != "iter" or b.element != "elem" or b.value is None:
+        return None
+    loop = next((lp for lp in ctx.loops if lp is b.node), None)
+    if loop is None or ctx.kind(b.value) != "jax":
+        return None
+    it = loop.generators[0].iter if isinstance(loop, COMPREHENSIONS) else getattr(loop, "iter", None)
+    n = trip_count(it, ctx.analysis, ctx.scope) if it is not None else None
+    if n is not None and n <= SMALL_LOOP:
+        return None
+    # Repeated: inside an outer host loop that queues device work (a batch built per training
+    # step, a permutation walked per epoch), or in a function such a loop calls every step. A walk
+    # run once (labels for a plot, a summary at the end of a script) costs its copies once.
+    outer = ctx.loops[:ctx.loops.index(loop)]
+    if ctx.per_step is None and not any(not isinstance(lp, COMPREHENSIONS) and dispatches(ctx, lp) for lp in outer):
+        return None
+    return b.value
