@@ -40,6 +40,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.helpers import own_calls
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.names import UPDATE_APPLIERS
 from jaxmem.evaluators.review.semantic.roles import in_training_step
 from jaxmem.evaluators.review.semantic.training import nnx_optimizer, updates_own_state
 
@@ -74,9 +75,13 @@ class OptimizerUpdateOutsideJit(Rule):
             return
         # The optimizer's arithmetic is in `tx.update` (Adam: moments, bias correction, scaling);
         # `optax.apply_updates` alone is one add per leaf, not worth a finding of its own.
-        if not isinstance(node.func, ast.Attribute):
+        if not isinstance(node.func, (ast.Attribute, ast.Name)):
             return
-        if node.func.attr == "update":
+        if _applied_as_updates(node, ctx):
+            pass  # `updates, s = self.opt_update(g, s, p)` then `optax.apply_updates(p, updates)`
+        elif not isinstance(node.func, ast.Attribute):
+            return
+        elif node.func.attr == "update":
             if not (len(node.args) >= 2 and (self._optax_object(node.func.value, ctx)
                                              or nnx_optimizer(node.func.value, ctx.scope, ctx.analysis))):
                 return
@@ -84,7 +89,7 @@ class OptimizerUpdateOutsideJit(Rule):
         # only; Keras' optimizer method of the same name takes them positionally.
         elif not (node.func.attr == "apply_gradients" and any(k.arg == "grads" for k in node.keywords)):
             return
-        func = f"{ast.unparse(node.func.value)[:30]}.{node.func.attr}"
+        func = f"{ast.unparse(node.func.value)[:30]}.{node.func.attr}" if isinstance(node.func, ast.Attribute) else node.func.id
         if not own_step and (periodic(ctx, sync=False) or not_per_step(ctx, (), sync=False)):
             return
         # Sure in a loop proven to train, or where the call replaces its own input (`u, opt_state
@@ -134,6 +139,26 @@ class OptimizerUpdateOutsideJit(Rule):
         """A name bound to `optax.something(...)` (an optimizer or a chain of transformations), or
         an attribute of `self` that a method of the class sets so (`self.optimizer = optax.adam(...)`)."""
         return ctx.analysis.made_by(expr, ctx.scope, ("optax.",))
+
+
+def _applied_as_updates(node: ast.Call, ctx: Ctx) -> bool:
+    """`updates, opt_state = self.opt_update(grads, opt_state, params)` whose first result a later
+    statement of the same function applies (`optax.apply_updates(params, updates)`): however the
+    callable was made (a class attribute's table of optax constructors, the update half of an
+    `init, update = optax.adam(lr)` pair), a call whose results are applied as updates is the
+    optimizer's update step."""
+    stmt = ctx.parent
+    if not (isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1 and len(node.args) >= 2):
+        return False
+    if ctx.jit_info(node.func) is not None or ctx.analysis.resolve_def(node.func, ctx.scope) is not None:
+        return False  # a compiled step that returns updates, or a function of this file (checked where it runs)
+    target = stmt.targets[0]
+    if not (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2 and isinstance(target.elts[0], ast.Name)):
+        return False
+    name = target.elts[0].id
+    return any(isinstance(n, ast.Call) and n.lineno > node.lineno and len(n.args) >= 2
+               and isinstance(n.args[1], ast.Name) and n.args[1].id == name and ctx.qualname(n.func) in UPDATE_APPLIERS
+               for n in astutil.walk(ctx.scope.node))
 
 
 RULE = OptimizerUpdateOutsideJit()
