@@ -10,7 +10,8 @@ What it does
     passes each leaf too, so every new leaf shape compiles regardless. Nor where the argument
     takes a few values again and again: bound by an inner loop of a few literal iterations
     (`for i in range(num_viz)` with `num_viz = 3`) inside another loop, it compiles once per
-    value in the first outer iteration and hits the cache from then on. Nor where the argument
+    value in the first outer iteration and hits the cache from then on, or walked from a list of
+    one value repeated (`[CHUNK] * k`, a remainder appended: at most 3 values). Nor where the argument
     is bound by an outer loop and the call runs in an inner one (constant across the iterations
     that run it), nor in a timed sweep over configurations (the loop reads a clock and waits with
     `block_until_ready`: each value's compilation is warmed up or measured on purpose).
@@ -46,6 +47,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.clocks import TIMERS
 from jaxmem.evaluators.review.semantic.loops import enclosing_loop_of
+from jaxmem.evaluators.review.semantic.sizes import distinct_values
 
 
 class ChangingStaticArgInLoop(Rule):
@@ -88,6 +90,8 @@ class ChangingStaticArgInLoop(Rule):
             loop = enclosing_loop_of(ctx, arg.id) if isinstance(arg, ast.Name) else None
             if loop is not None and _same_literal_each_time(arg.id, loop):
                 continue  # `n_inference = 1` just before the call: re-bound, but to the same value
+            if loop is not None and _few_values(arg.id, loop, ctx):
+                continue  # `for n in [CHUNK] * k + a remainder`: one compilation per distinct value, a few
             if loop is not None:
                 if ctx.loops.index(loop) > 0 and loops.small_loop(loop, ctx.analysis, ctx.scope):
                     continue  # a few values, repeated by the outer loop: compiled once each, then cached
@@ -109,6 +113,7 @@ class ChangingStaticArgInLoop(Rule):
 
 
 HOLDS_NON_ARRAYS_STATIC = frozenset({"equinox.filter_jit", "equinox.filter_pmap"})
+FEW_VALUES = 3  # distinct values of a static argument: as many compilations, paid once each
 
 
 def _same_literal_each_time(name: str, loop: ast.AST) -> bool:
@@ -122,6 +127,16 @@ def _same_literal_each_time(name: str, loop: ast.AST) -> bool:
         return False
     first = plain[0].value.value
     return all(a.value.value == first and type(a.value.value) is type(first) for a in plain)
+
+
+def _few_values(name: str, loop: ast.AST, ctx: Ctx) -> bool:
+    """The loop's own target walks a list of a few distinct values repeated (`chunk_sizes =
+    [CHUNK_STEPS] * (T // CHUNK_STEPS)`, then the remainder appended): it compiles once per
+    distinct value, not once per iteration."""
+    if not (isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.target, ast.Name) and loop.target.id == name):
+        return False
+    n = distinct_values(loop.iter, ctx.analysis, ctx.scope)
+    return n is not None and n <= FEW_VALUES
 
 
 def _python_number(arg: ast.AST, ctx: Ctx) -> bool:

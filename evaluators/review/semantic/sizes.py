@@ -249,3 +249,27 @@ def _output_count(call: ast.Call, index: int, analysis: Analysis, scope: Scope, 
         if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.expr)):
             stack.extend(astutil.children(n))
     return None
+
+
+def distinct_values(it: ast.AST, analysis: Analysis, scope: Scope) -> int | None:
+    """How many different values `for x in it` binds, where the source fixes it but not the trip
+    count: a list of one repeated value (`[CHUNK] * (T // CHUNK)`), plus what `.append(...)` adds
+    to it afterwards in the same scope (`chunks.append(T % CHUNK)` for the remainder)."""
+    appended = 0
+    if isinstance(it, ast.Name):
+        b = analysis.resolve(it.id, scope, pos(it))
+        if b is None or b.how != "assign" or b.index is not None or b.value is None:
+            return None
+        name, it = it.id, b.value
+        for n in astutil.walk(scope.node):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                    and n.func.value.id == name:
+                if n.func.attr != "append":
+                    return None  # extend, insert, ...: values the source does not show
+                appended += 1
+    if not (isinstance(it, ast.BinOp) and isinstance(it.op, ast.Mult)):
+        return None
+    for seq in (it.left, it.right):
+        if isinstance(seq, (ast.List, ast.Tuple)) and seq.elts and not any(isinstance(e, ast.Starred) for e in seq.elts):
+            return len({ast.dump(e) for e in seq.elts}) + appended
+    return None
