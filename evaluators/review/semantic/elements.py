@@ -31,7 +31,8 @@ def walked_array(ctx: Walk, value: ast.AST) -> ast.AST | None:
     if b is None or b.how != "iter" or b.element != "elem" or b.value is None:
         return None
     loop = next((lp for lp in ctx.loops if lp is b.node), None)
-    if loop is None or ctx.kind(b.value) != "jax":
+    array = ctx.analysis.unwrapped(b.value, ctx.scope)
+    if loop is None or ctx.kind(array) != "jax":
         return None
     it = loop.generators[0].iter if isinstance(loop, COMPREHENSIONS) else getattr(loop, "iter", None)
     n = trip_count(it, ctx.analysis, ctx.scope) if it is not None else None
@@ -43,4 +44,5 @@ def walked_array(ctx: Walk, value: ast.AST) -> ast.AST | None:
     outer = ctx.loops[:ctx.loops.index(loop)]
     if ctx.per_step is None and not any(not isinstance(lp, COMPREHENSIONS) and dispatches(ctx, lp) for lp in outer):
         return None
-    return b.value
+    return array
+

@@ -72,7 +72,7 @@ class KindsMixin:
             if (isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name) and b.value.func.id == "range"
                     and self.is_builtin(b.value.func, scope)):
                 return "scalar"  # `for dx in range(n)`: Python ints
-            return ELEMENT_KIND.get(self.kind(b.value, scope, strict))
+            return ELEMENT_KIND.get(self.kind(self.unwrapped(b.value, scope), scope, strict))
         if b.index is not None:
             if b.index == 0 and isinstance(b.value, ast.Call) and self.qualname(b.value.func) in _NNX_SPLIT:
                 return None  # the graphdef: static structure, no arrays
@@ -84,6 +84,13 @@ class KindsMixin:
                 and self._feeds_gradients(b, scope):
             return "jax"
         return k
+
+    def unwrapped(self, it: ast.AST, scope: Scope) -> ast.AST:
+        """`list(perm)`, `tuple(perm)`, `iter(perm)`: walked, the same elements (device scalars) as `perm`."""
+        while (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("list", "tuple", "iter")
+               and len(it.args) == 1 and not it.keywords and self.is_builtin(it.func, scope)):
+            it = it.args[0]
+        return it
 
     def optimizer_part(self, func: ast.AST, scope: Scope) -> int | None:
         """0, 1 or 2 where `func` names the init, update or get_params function unpacked from a
