@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Is a candidate repository new to the project? The novelty rule of issue 22's protocol:
+# "repositories nobody here read before". Usage: benchmarks/review/novelty.sh owner/name ...
+# Prints one verdict per candidate:
+#   NEW                      not read, no copy of a read repository, not named in a tracked file
+#   READ-REPO                already read (a reading's SOURCES.txt, or a vendored folder)
+#   SAME-NAME-AS-A-READ-REPO probably a fork or copy of a read repository
+#   MENTIONED                its owner/name is in a tracked file (a corpus source, a question's thread)
+#   OWNER-HAS-N-READ-REPOS   allowed only for an organisation (at most 3 per reading), never for
+#                            an individual whose code was read
+# A bare name that happens to be a common word, or an owner named only in an earlier reading's
+# drop list (dropped, never read), does not make a repository read.
+set -euo pipefail
+shopt -s nullglob
+root=$(cd "$(dirname "$0")/../.." && pwd)
+read_list=$(mktemp)
+trap 'rm -f "$read_list"' EXIT
+{
+  sources=("$root"/benchmarks/review/*/SOURCES.txt "$root"/benchmarks/review/*/*/SOURCE.txt)
+  sed -n 's#^repository: *https://github.com/##p' "${sources[@]}"
+  for d in "$root"/benchmarks/review/*/*__*/; do basename "$d" | sed 's#__#/#'; done
+} | sed 's#/*$##' | tr 'A-Z' 'a-z' | sort -u > "$read_list"
+for c in "$@"; do
+  lc=$(echo "$c" | tr 'A-Z' 'a-z'); owner=${lc%%/*}; name=${lc#*/}
+  if grep -qxF "$lc" "$read_list"; then echo "READ-REPO $c"; continue; fi
+  if cut -d/ -f2 "$read_list" | grep -qxF "$name"; then
+    echo "SAME-NAME-AS-A-READ-REPO $c: $(grep "/$name\$" "$read_list" | head -3 | tr '\n' ' ')"; continue
+  fi
+  mentioned=$(git -C "$root" grep -ilF "$lc" -- . ':!benchmarks/review/unseen-*/README.md' \
+    ':!benchmarks/review/realcode/*__*' 2>/dev/null | head -3 | tr '\n' ' ' || true)
+  if [ -n "$mentioned" ]; then echo "MENTIONED $c in $mentioned"; continue; fi
+  n=$(cut -d/ -f1 "$read_list" | grep -cxF "$owner" || true)
+  if [ "$n" -gt 0 ]; then echo "OWNER-HAS-$n-READ-REPOS $c"; continue; fi
+  echo "NEW $c"
+done
