@@ -562,6 +562,28 @@ def test_a_running_mean_of_another_file_that_reads_what_its_instances_are_handed
     assert alone.findings == []
 
 
+def test_a_numpy_array_updated_in_place_stays_numpy():
+    # NumPy's in-place operators never defer to the JAX operand: `p += g` converts g and p stays
+    # NumPy, also when the loop's `p += ...` reaches itself; `q = q + g` gives a JAX array.
+    src = textwrap.dedent("""
+        import jax, jax.numpy as jnp, numpy as np
+        def f(g, n):
+            p = np.zeros(3)
+            q = np.zeros(3)
+            for _ in range(n):
+                p += 0.5 * jnp.ones(3)
+                p += g
+                q = q + jnp.ones(3)
+            return p, q
+    """)
+    a, tree = model(src)
+    sc = scope_at(a, 9)
+    ret = next(n for n in ast.walk(tree) if isinstance(n, ast.Return))
+    p, q = ret.value.elts
+    assert a.kind(p, sc, True) == "np"
+    assert a.kind(q, sc) == "jax"
+
+
 def test_item_write_into_numpy_array_is_a_proven_read_only_in_training():
     """`curve[i] = loss` in a proven training loop is a sure per-step read (NumPy converts the
     device value on the host); the same write into a results table of an analysis loop is not."""

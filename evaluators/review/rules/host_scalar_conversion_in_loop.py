@@ -61,10 +61,12 @@ class HostScalarConversionInLoop(Rule):
                     "a device->host sync every iteration")
     element_message = f"`{{what}}` reads JAX array `{{array}}` {ELEMENT_WISE} in a Python loop: one device->host copy per element"
     element_fix = "Copy the array to the host once before the loop (`np.asarray({array})` or `.tolist()`) and loop over that."
+    inplace_message = ("`{what}` is a NumPy array updated in place with JAX array `{value}` in a loop: NumPy converts "
+                       "it on the host, a device->host sync every iteration")
     helper_message = ("`{call}` is handed JAX array `{what}` in a loop and `{callee}` converts it with `{how}`: "
                       "a device->host sync every iteration")
     node_types = (ast.Call, ast.Assign, ast.AugAssign)
-    requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(', '] =', '] +=')
+    requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(', '] =', '] +=', ' +=', ' -=', ' *=')
     only_in_host_loops = True
     # Its sure findings on 12b-12i's first runs: 6 right, 4 wrong, and all 4 wrong ones on 12i were
     # one cause: reads of an action a host environment needs (in a rollout helper whose parameter
@@ -129,6 +131,9 @@ class HostScalarConversionInLoop(Rule):
         a JAX array's item write raises, and a list keeps the device value without reading it.
         Only in a loop that trains: elsewhere filling a preallocated table (a similarity matrix,
         chunks of an output image) is how results are gathered, the loop's job."""
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            self._inplace_into_numpy(node, ctx)
+            return
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         # `train_loss[i], model, opt_state = make_step(...)`: an element of an unpacking target
         # takes the same position of a literal tuple, or a part of the call's results.
@@ -149,6 +154,19 @@ class HostScalarConversionInLoop(Rule):
                            what=f"{describe(shown).removeprefix('(').removesuffix(')')} = {describe(value)}",
                            sure=how == "sure")
             return
+
+    def _inplace_into_numpy(self, node: ast.AugAssign, ctx: Ctx) -> None:
+        """`p += 0.5 * eta * grad` with `p` a proven NumPy array and the right side a device array:
+        NumPy's in-place operator converts its operand on the host (in-place operators never defer
+        to the JAX array), a device->host copy that waits, every iteration."""
+        if ctx.kind(node.target, strict=True) != "np" or ctx.kind(node.value) != "jax":
+            return
+        if periodic(ctx) or not_per_step(ctx, READ_WORDS):
+            return
+        how = per_step_read(ctx, [node.value])
+        if how is not None:
+            ctx.report(self, node, message=self.inplace_message, what=describe(node.target),
+                       value=describe(node.value), sure=how == "sure")
 
     def _through_helper(self, node: ast.Call, ctx: Ctx) -> None:
         """`metric.add(loss, acc)` where the local `add` does `float(b)` on its arguments."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic.inplace import inplace_on_numpy
 from jaxmem.evaluators.review.semantic.names import (
     ELEMENT_KIND,
     EMPTY_CONTAINERS,
@@ -35,6 +36,7 @@ from jaxmem.evaluators.review.semantic.names import (
     RETURNS_ARRAYS,
     SCALAR_BUILTINS,
     keyword,
+    numpy_returning,
     pos,
 )
 from jaxmem.evaluators.review.semantic.scopes import Binding, Scope, callee_key
@@ -79,18 +81,13 @@ class KindsMixin:
             part = self._position(b.value, b.index, scope)
             if part is not None:
                 return part if isinstance(part, str) else self.kind(part, scope, strict)
+        if isinstance(b.node, ast.AugAssign) and inplace_on_numpy(self, b, scope, strict):
+            return "np"  # `p += grad`: NumPy's in-place operator keeps the array NumPy (and converts grad)
         k = self.kind(b.value, scope, strict)
         if k is None and not strict and b.index is not None and isinstance(b.value, ast.Call) \
                 and self._feeds_gradients(b, scope):
             return "jax"
         return k
-
-    def unwrapped(self, it: ast.AST, scope: Scope) -> ast.AST:
-        """`list(perm)`, `tuple(perm)`, `iter(perm)`: walked, the same elements (device scalars) as `perm`."""
-        while (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("list", "tuple", "iter")
-               and len(it.args) == 1 and not it.keywords and self.is_builtin(it.func, scope)):
-            it = it.args[0]
-        return it
 
     def optimizer_part(self, func: ast.AST, scope: Scope) -> int | None:
         """0, 1 or 2 where `func` names the init, update or get_params function unpacked from a
@@ -295,7 +292,7 @@ class KindsMixin:
                 return "jax"
             if q == "jax.device_get":
                 return "np"
-            if q.startswith("numpy.") and q not in NUMPY_NON_ARRAY:
+            if q.startswith("numpy.") and q not in NUMPY_NON_ARRAY or numpy_returning(q):
                 return "np"
             if q in REPLICATION and call.args:
                 # Flax's replicate puts a tree on every device; unreplicate takes shard 0 of each

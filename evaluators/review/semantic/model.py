@@ -164,6 +164,13 @@ class Analysis(CallablesMixin, KindsMixin):
         self._returned[fn] = found
         return found
 
+    def unwrapped(self, it: ast.AST, scope: Scope) -> ast.AST:
+        """`list(perm)`, `tuple(perm)`, `iter(perm)`: walked, the same elements (device scalars) as `perm`."""
+        while (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("list", "tuple", "iter")
+               and len(it.args) == 1 and not it.keywords and self.is_builtin(it.func, scope)):
+            it = it.args[0]
+        return it
+
     def method(self, cls: ClassInfo, name: str):
         """The method `name` of a module class, or of a module class it derives from."""
         return self._method(cls, name)
@@ -272,6 +279,10 @@ class Analysis(CallablesMixin, KindsMixin):
                       and isinstance(b.value.func.value, ast.Name) and b.value.func.value.id == recv.id):
                 return None
         return annotation
+
+    def reaching_bindings(self, name: str, scope: Scope, p) -> list[Binding]:
+        """Every binding of `name` that may reach position `p`, from the innermost scope that has one."""
+        return self._reaching_all(name, scope, p)
 
     def _reaching_all(self, name: str, scope: Scope, p) -> list[Binding]:
         s: Scope | None = scope

@@ -127,6 +127,16 @@ HOST_METHODS = {"item": "scalar", "tolist": "list", "is_deleted": "scalar", "dev
                 "on_device_size_in_bytes": "scalar", "addressable_data": "jax", "copy_to_host_async": None}
 NUMPY_NON_ARRAY = frozenset({"numpy.shape", "numpy.ndim", "numpy.size", "numpy.dtype", "numpy.prod",
                              "numpy.iinfo", "numpy.finfo", "numpy.issubdtype"})
+# SciPy's array families return NumPy arrays (device inputs are converted first), and a frozen
+# distribution's or a distribution's `rvs` draws NumPy samples: `p = stats.norm.rvs(size=d)`.
+SCIPY_ARRAY_PREFIXES = ("scipy.linalg.", "scipy.special.", "scipy.signal.", "scipy.ndimage.", "scipy.fft.")
+
+
+def numpy_returning(q: str) -> bool:
+    """A SciPy function that returns a NumPy array (a family above, or random variates)."""
+    return q.startswith(SCIPY_ARRAY_PREFIXES) or (q.startswith("scipy.stats.") and q.endswith(".rvs"))
+
+
 SCALAR_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "sum", "max", "min", "abs", "round"})
 ARRAY_TYPES = frozenset({"jax.Array", "jax.numpy.ndarray"})  # not ArrayLike: that admits NumPy
 HOST_KINDS = frozenset({"np", "scalar", "list", "hostlist", "scalars"})

@@ -85,6 +85,9 @@ def writes_into_numpy(ctx: Walk, node: ast.Assign | ast.AugAssign) -> bool:
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     flat = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
     v = node.value
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        # `p += grad` into a NumPy array: the in-place operator converts the device operand
+        return ctx.kind(node.target, strict=True) == "np" and ctx.kind(v) == "jax"
     return (any(isinstance(t, ast.Subscript) and ctx.kind(t.value, strict=True) == "np" for t in flat)
             and (ctx.kind(v) == "jax" or (isinstance(v, ast.Call) and ctx.jit_info(v.func) is not None)))
 
