@@ -584,6 +584,43 @@ def test_a_numpy_array_updated_in_place_stays_numpy():
     assert a.kind(q, sc) == "jax"
 
 
+def test_a_logger_kept_on_self_whose_method_reads_through_another_method(tmp_path: Path):
+    # Reduced from a trainer that keeps its TensorBoard logger on `self` (an `__init__` parameter
+    # annotated with the logger class of another file): `log_loss` calls `self.log_scalar`, which
+    # does `float(value.item())`. Two hops the file alone does not show.
+    pkg = tmp_path / "training"
+    pkg.mkdir()
+    (pkg / "board.py").write_text(textwrap.dedent("""
+        class BoardLogger:
+            def log_scalar(self, tag, value, step):
+                self.rows.append((tag, float(value.item()), step))
+            def log_loss(self, loss, step):
+                self.log_scalar("train/loss", loss, step)
+    """))
+    main = textwrap.dedent("""
+        import jax
+        from training.board import BoardLogger
+
+        @jax.jit
+        def train_step(w, x):
+            loss, g = jax.value_and_grad(lambda w: (x @ w).sum())(w)
+            return w - 0.1 * g, loss
+
+        class Trainer:
+            def __init__(self, reporter: BoardLogger):
+                self.reporter = reporter
+            def fit(self, w, xs):
+                for step, x in enumerate(xs):
+                    w, loss = train_step(w, x)
+                    self.reporter.log_loss(loss, step)
+                return w
+    """)
+    (pkg / "trainer.py").write_text(main)
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in result.findings] == [("trainer.py", 16)]
+
+
 def test_item_write_into_numpy_array_is_a_proven_read_only_in_training():
     """`curve[i] = loss` in a proven training loop is a sure per-step read (NumPy converts the
     device value on the host); the same write into a results table of an analysis loop is not."""

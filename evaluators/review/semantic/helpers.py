@@ -29,6 +29,7 @@ def converted_params(a: Analysis, fn: ast.AST) -> dict[str, str]:
         return {}
     memo = a.memo.setdefault("converted_params", {})
     if fn not in memo:
+        memo[fn] = {}  # recursion guard: methods that call each other
         scope = a.scopes.get(fn)
         memo[fn] = {} if scope is None or scope.traced else _converted(a, fn)
     return memo[fn]
@@ -60,6 +61,11 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
                 bind(t, _sources(a, origin, n.value))
         elif isinstance(n, ast.Call):
             how = _conversion(a, n)
+            if how is None:
+                # `self.log_scalar(tag, lr, step)` where that method of the class converts `value`
+                for arg, how in _converted_by_own_method(a, fn, n):
+                    for p in _sources(a, origin, arg):
+                        out.setdefault(p, how)
             if how is not None:
                 arg = n.func.value if isinstance(n.func, ast.Attribute) and n.func.attr in _METHODS else (
                     n.args[0] if n.args else None)
@@ -70,6 +76,21 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
                     for p in _sources(a, origin, arg):
                         out.setdefault(p, how)
     return out
+
+
+def _converted_by_own_method(a: Analysis, fn: ast.AST, call: ast.Call):
+    """(argument, how) for the arguments of `self.method(...)` that a method of the same class
+    converts on the host: the helper's helper (`log_learning_rate` calls `self.log_scalar`)."""
+    if not (isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == "self"):
+        return []
+    scope = a.scopes.get(fn)
+    cls = a.enclosing_class(scope) if scope is not None else None
+    method = a.method(cls, call.func.attr) if cls is not None else None
+    if method is None or method is fn:
+        return []
+    converted = converted_params(a, method)
+    return list(argument_converted(a, call, method, converted)) if converted else []
 
 
 def _sources(a: Analysis, origin: dict[str, set[str]], expr: ast.AST) -> set[str]:
@@ -239,6 +260,10 @@ def tree_facts(a: Analysis, func: ast.AST, scope):
         # `mean_loss(loss)` on `mean_loss = Mean()`, Mean imported from another file: its __call__
         cls = a.constructor_of(func, scope)
         return a.project.function(f"{cls}.__call__") if cls is not None else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute):
+        # `self.reporter.log_learning_rate(lr, step)`: the class the attribute was made from
+        q = attribute_class(a, func.value, scope)
+        return a.project.function(f"{q}.{func.attr}") if q is not None else None
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
         return None
     recv = func.value
@@ -254,6 +279,27 @@ def tree_facts(a: Analysis, func: ast.AST, scope):
         return None
     typed = a.annotated_class(recv, scope)
     return a.project.function(f"{typed}.{func.attr}") if typed else None
+
+
+def attribute_class(a: Analysis, recv: ast.Attribute, scope) -> str | None:
+    """`self.reporter`, where every method of the class that sets it assigns `Logger(...)` of an
+    imported class, or an `__init__` parameter annotated with one (`reporter: TensorBoardLogger`):
+    that class's qualified name."""
+    if not (isinstance(recv.value, ast.Name) and recv.value.id == "self"):
+        return None
+    cls = a.enclosing_class(scope)
+    found = set()
+    for b in (cls.attrs.get(recv.attr, ()) if cls is not None else ()):
+        q = None
+        if isinstance(b.value, ast.Call):
+            q = a.qualname(b.value.func)
+        elif isinstance(b.value, ast.Name) and "__init__" in cls.methods:
+            init_scope = a.scopes.get(cls.methods["__init__"])
+            param = a.resolve(b.value.id, init_scope) if init_scope is not None else None
+            if param is not None and param.how == "param" and param.value is not None:
+                q = a.qualname(param.value)
+        found.add(q)
+    return found.pop() if len(found) == 1 and None not in found else None
 
 
 def runs_layers(a: Analysis, cls, fn: ast.AST) -> bool:
