@@ -107,15 +107,22 @@ def same_jitted_def(reading: Path, finding: dict, case: dict) -> bool:
 
 def score(reading: Path, labels_path: Path | None) -> dict:
     found = findings(reading)
-    labels = {}
+    # Several findings of one rule on one line (`jit(grad(jit(f)))`) are labelled one by one, in
+    # the order the reviewer reports them: each takes the next label of its line (the last label
+    # again if the reviewer now reports more of them than were judged).
+    labels: dict[tuple, list[str]] = defaultdict(list)
     if labels_path is not None and labels_path.exists():
         for x in yaml.safe_load(labels_path.read_text(encoding="utf-8")) or []:
-            labels[(x["file"], x.get("cell"), x["line"], x["code"])] = x["label"]
+            labels[(x["file"], x.get("cell"), x["line"], x["code"])].append(x["label"])
+    taken: Counter = Counter()
     tiers: dict[str, Counter] = defaultdict(Counter)
     rules: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     unlabelled = []
     for f in found:
-        label = labels.get((f["file"], f["cell"], f["line"], f["code"]))
+        key = (f["file"], f["cell"], f["line"], f["code"])
+        queue = labels.get(key) or [None]
+        label = queue[min(taken[key], len(queue) - 1)]
+        taken[key] += 1
         f["label"] = label
         if label is None:
             unlabelled.append(f)
