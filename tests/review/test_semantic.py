@@ -621,6 +621,40 @@ def test_a_logger_kept_on_self_whose_method_reads_through_another_method(tmp_pat
     assert [(Path(f.path).name, f.line) for f in result.findings] == [("trainer.py", 16)]
 
 
+def test_a_step_re_exported_through_two_package_inits_is_followed(tmp_path: Path):
+    # Reduced from a diffusion trainer: `from src.diffusion import make_step`, where
+    # src/diffusion/__init__.py imports it from `.losses`, whose __init__.py imports it from the
+    # module that defines it under `eqx.filter_jit`. The step's loss read per step is then known.
+    losses = tmp_path / "src" / "diffusion" / "losses"
+    losses.mkdir(parents=True)
+    (tmp_path / "src" / "__init__.py").write_text("")
+    (tmp_path / "src" / "diffusion" / "__init__.py").write_text("from .losses import (\n    make_step,\n)\n")
+    (losses / "__init__.py").write_text("from .score_matching import make_step\n__all__ = ['make_step']\n")
+    (losses / "score_matching.py").write_text(textwrap.dedent("""
+        import equinox as eqx
+        import jax
+
+        @eqx.filter_jit
+        def make_step(w, x):
+            loss, g = jax.value_and_grad(lambda w: (x @ w).sum())(w)
+            return loss, w - 0.1 * g
+    """))
+    main = textwrap.dedent("""
+        from src.diffusion import make_step
+
+        def train(w, xs):
+            losses = []
+            for x in xs:
+                value, w = make_step(w, x)
+                losses.append(value.item())
+            return w, losses
+    """)
+    (tmp_path / "train.py").write_text(main)
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in result.findings] == [("train.py", 8)]
+
+
 def test_item_write_into_numpy_array_is_a_proven_read_only_in_training():
     """`curve[i] = loss` in a proven training loop is a sure per-step read (NumPy converts the
     device value on the host); the same write into a results table of an analysis loop is not."""

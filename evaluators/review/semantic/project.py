@@ -163,6 +163,20 @@ class Project:
         """What `from <dotted> import <name>` binds when that module of the tree imported `name`
         itself at top level (`from .common_utils import jax, jnp, functools`, where common_utils
         does `import jax` and `import jax.numpy as jnp`): the absolute name, else None."""
+        target = self._reexport_once(dotted, name)
+        # `from src.diffusion import step`, where src/diffusion/__init__.py imported it from
+        # `.losses`, whose __init__.py imported it from its module: follow the chain (a few hops).
+        for _ in range(4):
+            if target is None:
+                break
+            base, _, leaf = target.rpartition(".")
+            deeper = self._reexport_once(base, leaf) if base else None
+            if deeper is None or deeper == target:
+                break
+            target = deeper
+        return target
+
+    def _reexport_once(self, dotted: str, name: str) -> str | None:
         module = self._module_for(dotted)
         if module is None:
             return None
