@@ -106,6 +106,8 @@ def _guard_of(stmt: cst.CSTNode, step: str, interval: int | None) -> bool:
 
 
 def fix(source: str, finding: Finding, options: Options) -> Fix | None:
+    if ELEMENT_WISE in finding.message:
+        return None  # `float(x)` for `x` in a device array: the fix is a host copy to loop over, not fewer reads
     t = tree(source)
     imports = Imports(t)
     nodes = t.at_all(finding, (cst.Call, cst.FormattedString, cst.ConcatenatedString, cst.BinaryOperation))
@@ -119,8 +121,6 @@ def fix(source: str, finding: Finding, options: Options) -> Fix | None:
         return None
     block, i = located
     loop = loops[0]
-    if ELEMENT_WISE in finding.message:
-        return None  # `float(x)` for `x` in a device array: the fix is a host copy to loop over, not fewer reads
     if any(isinstance(p, (cst.For, cst.While)) and p is not loop for p in _between(t, stmt, loop)):
         return None
     kept = _keep_on_device(t, imports, finding, stmt, nodes)
@@ -277,4 +277,3 @@ def _at_update_argument(t: Tree, read: cst.CSTNode) -> bool:
     return (isinstance(func, cst.Attribute) and func.attr.value in ("set", "add", "multiply", "min", "max")
             and isinstance(func.value, cst.Subscript) and isinstance(func.value.value, cst.Attribute)
             and func.value.value.attr.value == "at")
-

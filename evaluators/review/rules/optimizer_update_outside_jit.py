@@ -75,19 +75,7 @@ class OptimizerUpdateOutsideJit(Rule):
             return
         # The optimizer's arithmetic is in `tx.update` (Adam: moments, bias correction, scaling);
         # `optax.apply_updates` alone is one add per leaf, not worth a finding of its own.
-        if not isinstance(node.func, (ast.Attribute, ast.Name)):
-            return
-        if _applied_as_updates(node, ctx):
-            pass  # `updates, s = self.opt_update(g, s, p)` then `optax.apply_updates(p, updates)`
-        elif not isinstance(node.func, ast.Attribute):
-            return
-        elif node.func.attr == "update":
-            if not (len(node.args) >= 2 and (self._optax_object(node.func.value, ctx)
-                                             or nnx_optimizer(node.func.value, ctx.scope, ctx.analysis))):
-                return
-        # Flax's `TrainState.apply_gradients(*, grads, **kwargs)` takes the gradients by keyword
-        # only; Keras' optimizer method of the same name takes them positionally.
-        elif not (node.func.attr == "apply_gradients" and any(k.arg == "grads" for k in node.keywords)):
+        if not self._update_step(node, ctx):
             return
         func = f"{ast.unparse(node.func.value)[:30]}.{node.func.attr}" if isinstance(node.func, ast.Attribute) else node.func.id
         if not own_step and (periodic(ctx, sync=False) or not_per_step(ctx, (), sync=False)):
@@ -134,6 +122,20 @@ class OptimizerUpdateOutsideJit(Rule):
         read = {a.id for a in [node.func.value, *node.args, *(k.value for k in node.keywords)] if isinstance(a, ast.Name)}
         return bool(written & read)
 
+    def _update_step(self, node: ast.Call, ctx: Ctx) -> bool:
+        """`tx.update(grads, state, ...)` on an optax or NNX optimizer, Flax's
+        `state.apply_gradients(grads=...)` (keyword only; Keras' method of that name takes them
+        positionally), or any call whose results are applied as updates (`_applied_as_updates`)."""
+        func = node.func
+        if _applied_as_updates(node, ctx):
+            return True
+        if not isinstance(func, ast.Attribute):
+            return False
+        if func.attr == "update":
+            return len(node.args) >= 2 and (self._optax_object(func.value, ctx)
+                                            or nnx_optimizer(func.value, ctx.scope, ctx.analysis))
+        return func.attr == "apply_gradients" and any(k.arg == "grads" for k in node.keywords)
+
     @staticmethod
     def _optax_object(expr: ast.AST, ctx: Ctx) -> bool:
         """A name bound to `optax.something(...)` (an optimizer or a chain of transformations), or
@@ -148,7 +150,8 @@ def _applied_as_updates(node: ast.Call, ctx: Ctx) -> bool:
     `init, update = optax.adam(lr)` pair), a call whose results are applied as updates is the
     optimizer's update step."""
     stmt = ctx.parent
-    if not (isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1 and len(node.args) >= 2):
+    if not (isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1 and len(node.args) >= 2
+            and isinstance(node.func, (ast.Attribute, ast.Name))):
         return False
     if ctx.jit_info(node.func) is not None or ctx.analysis.resolve_def(node.func, ctx.scope) is not None:
         return False  # a compiled step that returns updates, or a function of this file (checked where it runs)
@@ -158,7 +161,7 @@ def _applied_as_updates(node: ast.Call, ctx: Ctx) -> bool:
     name = target.elts[0].id
     return any(isinstance(n, ast.Call) and n.lineno > node.lineno and len(n.args) >= 2
                and isinstance(n.args[1], ast.Name) and n.args[1].id == name and ctx.qualname(n.func) in UPDATE_APPLIERS
-               for n in astutil.walk(ctx.scope.node))
+               for n in ctx.scope.calls)
 
 
 RULE = OptimizerUpdateOutsideJit()

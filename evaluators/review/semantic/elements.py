@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic.loops import dispatches
-from jaxmem.evaluators.review.semantic.names import pos
-from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
+from jaxmem.evaluators.review.semantic.loops import dispatches, small_loop
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, pos
 from jaxmem.evaluators.review.semantic.walk import Walk
 
-COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 ELEMENT_WISE = "element by element"  # in such a finding's message: what a fixer must not treat as a logged read
 
 
@@ -32,11 +30,7 @@ def walked_array(ctx: Walk, value: ast.AST) -> ast.AST | None:
         return None
     loop = next((lp for lp in ctx.loops if lp is b.node), None)
     array = ctx.analysis.unwrapped(b.value, ctx.scope)
-    if loop is None or ctx.kind(array) != "jax":
-        return None
-    it = loop.generators[0].iter if isinstance(loop, COMPREHENSIONS) else getattr(loop, "iter", None)
-    n = trip_count(it, ctx.analysis, ctx.scope) if it is not None else None
-    if n is not None and n <= SMALL_LOOP:
+    if loop is None or ctx.kind(array) != "jax" or small_loop(loop, ctx.analysis, ctx.scope):
         return None
     # Repeated: inside an outer host loop that queues device work (a batch built per training
     # step, a permutation walked per epoch), or in a function such a loop calls every step. A walk
@@ -45,4 +39,3 @@ def walked_array(ctx: Walk, value: ast.AST) -> ast.AST | None:
     if ctx.per_step is None and not any(not isinstance(lp, COMPREHENSIONS) and dispatches(ctx, lp) for lp in outer):
         return None
     return array
-

@@ -63,10 +63,10 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
             how = _conversion(a, n)
             if how is None:
                 # `self.log_scalar(tag, lr, step)` where that method of the class converts `value`
-                for arg, how in _converted_by_own_method(a, fn, n):
+                for arg, inner in _converted_by_own_method(a, fn, n):
                     for p in _sources(a, origin, arg):
-                        out.setdefault(p, how)
-            if how is not None:
+                        out.setdefault(p, inner)
+            else:
                 arg = n.func.value if isinstance(n.func, ast.Attribute) and n.func.attr in _METHODS else (
                     n.args[0] if n.args else None)
                 if isinstance(arg, ast.Name):

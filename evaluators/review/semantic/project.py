@@ -321,7 +321,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             if clocks.reads_clock(a, m):
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, reads_clock=True,
                                                        clock_context=clocks.is_context_clock(a, m))
-            elif m not in a.jitted_defs and (_mentions(lines, m, CONVERT_WORDS) or _mentions(lines, m, ("self.",))) and (
+            elif m not in a.jitted_defs and _mentions(lines, m, (*CONVERT_WORDS, "self.")) and (
                     converted := helpers.converted_params(a, m)):
                 # A method that reads its arguments on the host (`self.log_loss(loss)` in a subclass).
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, converts=tuple(converted.items()),

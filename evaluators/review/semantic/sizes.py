@@ -261,9 +261,8 @@ def distinct_values(it: ast.AST, analysis: Analysis, scope: Scope) -> int | None
         if b is None or b.how != "assign" or b.index is not None or b.value is None:
             return None
         name, it = it.id, b.value
-        for n in astutil.walk(scope.node):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
-                    and n.func.value.id == name:
+        for n in scope.calls:
+            if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == name:
                 if n.func.attr != "append":
                     return None  # extend, insert, ...: values the source does not show
                 appended += 1
