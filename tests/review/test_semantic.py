@@ -562,6 +562,42 @@ def test_a_running_mean_of_another_file_that_reads_what_its_instances_are_handed
     assert alone.findings == []
 
 
+def test_a_method_of_a_class_of_another_file_returns_what_it_returns_there(tmp_path: Path):
+    # Reduced from a physics study script: `specter = SPECTER(compile=True)` of the repository's own
+    # package, then `specter.spectralEMD(a, b)` timed without a wait. The method returns what a
+    # jitted function returns, in another file: the timed region queues device work.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "emd.py").write_text(textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        @jax.jit
+        def _emd(a, b):
+            return jnp.abs(a - b).sum(-1)
+        class EMD:
+            def __init__(self, compile=True):
+                self.compile = compile
+            def distance(self, a, b):
+                return _emd(a, b)
+    """))
+    main = textwrap.dedent("""
+        import time
+        from pkg.emd import EMD
+
+        def study(a, b):
+            emd = EMD(compile=True)
+            start = time.time()
+            d = emd.distance(a, b)
+            print("took", time.time() - start)
+            return d
+    """)
+    (tmp_path / "study.py").write_text(main)
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM701"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line, f.confidence) for f in result.findings] == [("study.py", 9, "possible")]
+    alone = api.review_paths([str(tmp_path / "study.py")], select=["JM701"], show_possible=True, jobs=1)
+    assert alone.findings == []
+
+
 def test_a_numpy_array_updated_in_place_stays_numpy():
     # NumPy's in-place operators never defer to the JAX operand: `p += g` converts g and p stays
     # NumPy, also when the loop's `p += ...` reaches itself; `q = q + g` gives a JAX array.

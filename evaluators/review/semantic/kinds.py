@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic import waited
 from jaxmem.evaluators.review.semantic.inplace import inplace_on_numpy
 from jaxmem.evaluators.review.semantic.names import (
     ELEMENT_KIND,
@@ -298,7 +299,8 @@ class KindsMixin:
                 # Flax's replicate puts a tree on every device; unreplicate takes shard 0 of each
                 # leaf (`tree_map(lambda x: x[0], tree)`): device arrays stay device arrays.
                 return "jax" if q.endswith(".replicate") else self.kind(call.args[0], scope, strict)
-            return self.project_return_kind(q, strict) or (None if strict else self._differentiated(func, scope))
+            return self.project_return_kind(q, strict) or (None if strict else (
+                self._differentiated(func, scope) or waited.waited_kind(self, q)))  # `lib.f(x).block_until_ready()`
         if isinstance(func, ast.Name) and self.is_builtin(func, scope):
             if func.id in SCALAR_BUILTINS:
                 return "scalar"
@@ -335,8 +337,8 @@ class KindsMixin:
                 if func.attr in HOST_METHODS:
                     return HOST_METHODS[func.attr]
                 return recv
-            if recv is None and not strict:
-                return self._differentiated(func, scope)
+            if recv is None:  # `specter.spectralEMD(x)`, a method of a class of another file of the tree
+                return waited.method_kind(self, func, scope, strict) or (None if strict else self._differentiated(func, scope))
         return None
 
     def _differentiated(self, func: ast.AST, scope: Scope) -> str | None:

@@ -335,6 +335,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 out[f"{name}.{mname}"] = FunctionFacts(
                     jit=a.jitted_defs[m], returns=a.return_kind(m), returns_strict=a.return_kind(m, True),
                     trains=trains(m, At(a, a.scopes.get(m) or scope)))
+            elif not mname.startswith("__") and a.return_kind(m) == "jax":
+                # `specter.spectralEMD(a, b)` on an instance made in another file: device arrays out.
+                out[f"{name}.{mname}"] = FunctionFacts(None, "jax", a.return_kind(m, True), False)
         for attr, found in cls.attrs.items():
             # `self.model_step = jax.jit(model_step)` in a method (`__init__`, `create_fns`): a
             # caller in another file holding an instance (`model = GPT(cfg)`) calls compiled work.
@@ -385,7 +388,8 @@ def _jit_facts(a, info, scope) -> FunctionFacts:
 # module are neither loaders nor host readers, and working it out for each cost a fifth of a
 # review. What it gives up: a loader reached through a local helper whose call shows none of
 # these words (`w = read_weights(p)`, itself calling `np.load`) is not recorded.
-CONVERT_WORDS = ("float(", "int(", "bool(", "complex(", ".item(", ".tolist(", "asarray(", "array(", "device_get(")
+CONVERT_WORDS = ("float(", "int(", "bool(", "complex(", ".item(", ".tolist(", "asarray(", "array(", "device_get(",
+                 "any(", "all(")
 LOAD_WORDS = ("load", "restore", "fromfile", "memmap", "File(", "as_numpy", "from_bytes", "msgpack")
 
 
