@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
-from jaxmem.evaluators.review.semantic import waited
 from jaxmem.evaluators.review.semantic.inplace import inplace_on_numpy
 from jaxmem.evaluators.review.semantic.names import (
     ELEMENT_KIND,
@@ -41,6 +40,7 @@ from jaxmem.evaluators.review.semantic.names import (
     pos,
 )
 from jaxmem.evaluators.review.semantic.scopes import Binding, Scope, callee_key
+from jaxmem.evaluators.review.semantic.waited import method_kind, waited_kind
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 AXIS_SIZE = frozenset({"jax.lax.psum"})
@@ -300,7 +300,7 @@ class KindsMixin:
                 # leaf (`tree_map(lambda x: x[0], tree)`): device arrays stay device arrays.
                 return "jax" if q.endswith(".replicate") else self.kind(call.args[0], scope, strict)
             return self.project_return_kind(q, strict) or (None if strict else (
-                self._differentiated(func, scope) or waited.waited_kind(self, q)))  # `lib.f(x).block_until_ready()`
+                self._differentiated(func, scope) or waited_kind(self, q)))  # `lib.f(x).block_until_ready()`
         if isinstance(func, ast.Name) and self.is_builtin(func, scope):
             if func.id in SCALAR_BUILTINS:
                 return "scalar"
@@ -338,7 +338,7 @@ class KindsMixin:
                     return HOST_METHODS[func.attr]
                 return recv
             if recv is None:  # `specter.spectralEMD(x)`, a method of a class of another file of the tree
-                return waited.method_kind(self, func, scope, strict) or (None if strict else self._differentiated(func, scope))
+                return method_kind(self, func, scope, strict) or (None if strict else self._differentiated(func, scope))
         return None
 
     def _differentiated(self, func: ast.AST, scope: Scope) -> str | None:
