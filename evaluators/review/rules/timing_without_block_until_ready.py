@@ -134,6 +134,9 @@ class TimingWithoutBlockUntilReady(Rule):
                         self._region(body, start, i, name, stmt, clock, ctx)
                 starts[stmt.targets[0].id] = i
                 continue
+            if starts and isinstance(stmt, (ast.Try, ast.With)) and not self._clock_with(stmt, ctx):
+                self._into_block(body, i, stmt, starts, ctx)
+                continue
             if not starts or hasattr(stmt, "body"):
                 continue  # the elapsed-time expression sits in a simple statement
             for name, start in list(starts.items()):
@@ -150,6 +153,27 @@ class TimingWithoutBlockUntilReady(Rule):
                 if tail and regions.scan(lap, ctx, guesses=False)[1]:
                     continue
                 self._region(body, start, i, name, stmt, stop, ctx, pipelined=bool(tail) and regions.scan(lap, ctx)[1])
+
+    def _into_block(self, body: list[ast.stmt], i: int, stmt: ast.Try | ast.With, starts: dict[str, int],
+                    ctx: Ctx) -> None:
+        """`t0 = time()` then `try:` (or `with mesh:`) `x = solve(A, b); dt = time() - t0`: the
+        block's body runs on from the statements before it, so a timer started before the block
+        and read in it times both. (A `try`'s handlers run only on an error: not followed.)"""
+        seq = body[:i] + stmt.body
+        for j in range(i, len(seq)):
+            if hasattr(seq[j], "body"):
+                continue
+            for name, start in list(starts.items()):
+                stop = self._elapsed(seq[j], name, ctx)
+                if stop is not None and start >= 0:
+                    del starts[name]
+                    self._region(seq, start, j, name, seq[j], stop, ctx)
+
+    def _clock_with(self, stmt: ast.AST, ctx: Ctx) -> bool:
+        """`with timer.record("x"):`: a clock of its own, read by _helper_clocks."""
+        return isinstance(stmt, ast.With) and any(
+            clocks.clock_block(ctx.analysis, item.context_expr, ctx.scope)
+            or clocks.named_clock_block(ctx.analysis, item.context_expr, ctx.scope) for item in stmt.items)
 
     def _lap_clocks(self, body: list[ast.stmt], ctx: Ctx) -> dict[str, int]:
         """A lap timer: `lap = time()` at the end of a loop's body (and before the loop), `time() -

@@ -40,7 +40,7 @@ from jaxmem.evaluators.review.semantic.names import (
     pos,
 )
 from jaxmem.evaluators.review.semantic.scopes import Binding, Scope, callee_key
-from jaxmem.evaluators.review.semantic.waited import method_kind, waited_kind
+from jaxmem.evaluators.review.semantic.waited import method_kind, passed_kind, waited_kind
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 AXIS_SIZE = frozenset({"jax.lax.psum"})
@@ -309,8 +309,7 @@ class KindsMixin:
             return None
         info = self.jit_info(func, scope)
         if info is not None:
-            # A jitted callable returns device arrays (a pytree of them), always; strict: only a
-            # callable resolved exactly, not one matched by attribute name.
+            # A jitted callable returns device arrays; strict: only one resolved exactly, not by attribute name.
             return "jax" if info.exact or not strict else None
         if isinstance(func, ast.Name):
             fn = self.resolve_def(func, scope)
@@ -319,6 +318,8 @@ class KindsMixin:
             # `forward = jax.vmap(self.forward_pass)` ... `forward(params, x)`: the name holds a
             # transformed function, whose calls give arrays as the inline form does.
             b = self.resolve(func.id, scope, pos(func))
+            if b is not None and b.how == "param" and not strict and passed_kind(self, b):
+                return "jax"  # `solver_fn(A, b)`, every caller here passing `jax.scipy...cg` (waited.py)
             if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Call) \
                     and self.qualname(b.value.func) in RETURNS_ARRAYS:
                 return "jax"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from jaxmem.evaluators.review.semantic.names import pos
+from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, pos
 
 # Packages whose functions return host values as often as device arrays, or are JAX itself and
 # NumPy (their kinds are known by name): one waited result says nothing about their other functions.
@@ -72,3 +72,41 @@ def method_kind(a, func: ast.Attribute, scope, strict: bool) -> str | None:
         return None
     cls = a.constructor_of(func.value, scope)
     return a.project_return_kind(f"{cls}.{func.attr}", strict) if cls is not None else None
+
+
+def passed_kind(a, b) -> str | None:
+    """`run_solver("CG", cg, A, b)` and `run_solver("BiCGSTAB", bicgstab, A, b)` where `def
+    run_solver(name, solver_fn, A, b)` calls `solver_fn(A, b)`: what the parameter holds comes
+    from the module's calls of the function. When every one passes a function of JAX's own
+    (`jax.scipy.sparse.linalg.cg`) or a jitted one, calling the parameter returns device arrays.
+    A guess (another module may pass something else): possible."""
+    fn = b.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    calls = _calls_by_name(a).get(fn.name)
+    if not calls:
+        return None
+    positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
+    for call, scope in calls:
+        at = positional.index(b.name) if b.name in positional else None
+        arg = call.args[at] if at is not None and at < len(call.args) else next(
+            (k.value for k in call.keywords if k.arg == b.name), None)
+        if arg is None or isinstance(arg, ast.Starred):
+            return None
+        q = a.qualname(arg)
+        if not (q is not None and q.startswith(JAX_ARRAY_PREFIXES) or a.jit_info(arg, scope) is not None):
+            return None
+    return "jax"
+
+
+def _calls_by_name(a) -> dict[str, list]:
+    """Function name -> (call, scope) for the module's calls of a bare name."""
+    memo = a.memo
+    if "calls_by_name" not in memo:
+        out: dict[str, list] = {}
+        for scope in a.scopes.values():
+            for call in scope.calls:
+                if isinstance(call.func, ast.Name):
+                    out.setdefault(call.func.id, []).append((call, scope))
+        memo["calls_by_name"] = out
+    return memo["calls_by_name"]
