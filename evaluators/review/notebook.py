@@ -126,11 +126,13 @@ def _timed_expression(stripped: str) -> str | None:
 
 def _timed_cell(body: list[str]) -> list[str]:
     """A `%%timeit` cell times its whole body, which ends with its last statement: when that is
-    one line holding a call (`C = loop(A, B)`, `f(x)`), it is marked like a `%timeit` line so
-    JM704 can read what the timer stops after; anything else is left as it is."""
+    a call (`C = loop(A, B)`, `f(x)`, also written over several lines, one argument a line), it is
+    marked like a `%timeit` line so JM704 can read what the timer stops after; anything else is
+    left as it is. A statement of several lines is marked on its first and the rest left blank:
+    nothing follows the last statement, so no line moves."""
     tree = _tree("\n".join(body))
     last = tree.body[-1] if tree is not None and tree.body else None
-    if last is None or last.lineno != last.end_lineno or last.col_offset != 0:
+    if last is None or last.col_offset != 0:
         return body
     if isinstance(last, ast.Expr):
         value, target = last.value, None
@@ -143,6 +145,8 @@ def _timed_cell(body: list[str]) -> list[str]:
     marked = f"{TIMEIT_CELL_MARKER}({ast.unparse(value)})"
     out = list(body)
     out[last.lineno - 1] = f"{target} = {marked}" if target is not None else marked
+    for k in range(last.lineno, last.end_lineno):
+        out[k] = ""
     return out
 
 
