@@ -330,11 +330,17 @@ class TimingWithoutBlockUntilReady(Rule):
         return False
 
     def _reset_inside(self, stmts: list[ast.stmt], name: str, ctx: Ctx) -> bool:
-        """The timer is started again inside the region (in a loop or branch)."""
+        """The timer is started again inside the region (in a loop or branch), or a second timer
+        starts in a branch of a loop in it (`if i == 2: t2 = time.time()`): the code times the
+        steady state apart, so the total that includes compilation is meant as a total."""
         for stmt in stmts:
             for n in astutil.walk(stmt):
                 if (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
                         and self._is_timer(n.value, ctx)):
+                    return True
+                if isinstance(n, (ast.For, ast.While)) and any(
+                        isinstance(b, ast.If) and any(isinstance(x, ast.Assign) and self._is_timer(x.value, ctx)
+                                                      for x in b.body) for b in astutil.walk(n)):
                     return True
         return False
 
