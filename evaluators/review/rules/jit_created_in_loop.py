@@ -10,6 +10,9 @@ What it does
     Also inside a function that runs again and again (a method, a function a loop calls, or one
     whose name says it runs once per epoch or step, `train_epoch`, `eval_step`, when its caller is
     not in sight: possible) and builds its jitted function anew on each call.
+    Also a call in a loop of a factory of the module that returns a jitted lambda or a jitted
+    function it defines (`policy = make_policy(params)` on every training step): each call makes
+    a new function object, compiled again with the loop's values baked in.
     Re-wrapping the same function object (a module function, a staticmethod, a module
     attribute such as `jnp.linalg.svd`) is not flagged, nor is `jax.jit(f).lower(...)`, which
     compiles on purpose. Nor is a jit whose options change every iteration
@@ -40,7 +43,7 @@ from __future__ import annotations
 import ast
 import re
 
-from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review import astutil, semantic
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.loops import loop_bound
@@ -75,6 +78,8 @@ class JitCreatedInLoop(Rule):
             return
         made = ctx.analysis.jit_from_call(node, ctx.scope) if isinstance(node, ast.Call) else None
         if isinstance(node, ast.Call) and made is None:
+            if ctx.host_loop and isinstance(node.func, ast.Name):
+                self._factory_in_loop(node, ctx)
             return  # most calls make no jitted function: the cheap test first
         if loops.benchmark_function(ctx.scope, ctx.analysis):
             return  # a benchmark loop that makes a new function each time measures exactly that
@@ -107,6 +112,29 @@ class JitCreatedInLoop(Rule):
             ctx.report(self, node, message=self.call_message, fix=self.call_fix,
                        maker="@" + _short(ctx.analysis.jitted_defs[node].maker), what=f"`{node.name}`, defined here",
                        fn=getattr(ctx.scope.node, "name", "lambda"), sure=ctx.per_step_body)
+
+    def _factory_in_loop(self, node: ast.Call, ctx: Ctx) -> None:
+        """`step = make_step(lr)` or `fn = action_fn(actor=state.actor)` in a loop, where the module's
+        factory returns a jitted lambda or a jitted function it defines: each call makes a new
+        function object, so each iteration traces and compiles it again (the loop's values are
+        baked in as constants). Not when the result is stored for later (`fns[k] = make(k)`)."""
+        fn = ctx.analysis.resolve_def(node.func, ctx.scope)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or self._kept(ctx):
+            return
+        if loops.benchmark_function(ctx.scope, ctx.analysis):
+            return  # a benchmark's loop over variants builds each one on purpose
+        info = semantic.returned_jit(ctx.analysis, fn, None)
+        wrapped = info.wrapped if info is not None else None
+        if isinstance(wrapped, ast.Lambda):
+            what = f"a lambda `{fn.name}` makes"
+        elif isinstance(wrapped, (ast.FunctionDef, ast.AsyncFunctionDef)) and wrapped is not fn and any(
+                n is wrapped for n in astutil.walk(fn)):
+            what = f"`{wrapped.name}`, which `{fn.name}` defines"
+        else:
+            return  # a function defined once (`return jax.jit(step)` of a module function): re-wrapped, not recompiled
+        if self._options_change(node, ctx):
+            return
+        ctx.report(self, node, maker=f"{fn.name}(...)", what=what, sure=False)
 
     @staticmethod
     def _rebuilt_per_call(node: ast.Call, ctx: Ctx) -> bool:
