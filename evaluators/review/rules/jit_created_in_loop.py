@@ -132,8 +132,8 @@ class JitCreatedInLoop(Rule):
             what = f"`{wrapped.name}`, which `{fn.name}` defines"
         else:
             return  # a function defined once (`return jax.jit(step)` of a module function): re-wrapped, not recompiled
-        if self._options_change(node, ctx):
-            return
+        # (Its arguments may well change every iteration, `make_policy(state.params)`: that is the
+        # cost, not an excuse; unlike a jit option, nothing forces a new compilation per value.)
         ctx.report(self, node, maker=f"{fn.name}(...)", what=what, sure=False)
 
     @staticmethod
