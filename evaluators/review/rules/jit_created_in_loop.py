@@ -127,8 +127,8 @@ class JitCreatedInLoop(Rule):
         wrapped = info.wrapped if info is not None else None
         if isinstance(wrapped, ast.Lambda):
             what = f"a lambda `{fn.name}` makes"
-        elif isinstance(wrapped, (ast.FunctionDef, ast.AsyncFunctionDef)) and wrapped is not fn and any(
-                n is wrapped for n in astutil.walk(fn)):
+        elif isinstance(wrapped, (ast.FunctionDef, ast.AsyncFunctionDef)) and wrapped is not fn \
+                and pos(fn) < pos(wrapped) <= end_pos(fn):
             what = f"`{wrapped.name}`, which `{fn.name}` defines"
         else:
             return  # a function defined once (`return jax.jit(step)` of a module function): re-wrapped, not recompiled

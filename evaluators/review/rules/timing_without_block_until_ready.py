@@ -86,6 +86,16 @@ def _plain_label(stmt: ast.stmt) -> bool:
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
 
 
+def _clock_item(item: ast.withitem, ctx: Ctx) -> str | None:
+    """"clock" for a context manager whose body reads the clock around its block, "named" for one
+    that is a timer by its class's name only (a guess), else None."""
+    if clocks.clock_block(ctx.analysis, item.context_expr, ctx.scope):
+        return "clock"
+    if clocks.named_clock_block(ctx.analysis, item.context_expr, ctx.scope):
+        return "named"
+    return None
+
+
 class TimingWithoutBlockUntilReady(Rule):
     code = "JM701"
     name = "timing-without-block-until-ready"
@@ -171,9 +181,7 @@ class TimingWithoutBlockUntilReady(Rule):
 
     def _clock_with(self, stmt: ast.AST, ctx: Ctx) -> bool:
         """`with timer.record("x"):`: a clock of its own, read by _helper_clocks."""
-        return isinstance(stmt, ast.With) and any(
-            clocks.clock_block(ctx.analysis, item.context_expr, ctx.scope)
-            or clocks.named_clock_block(ctx.analysis, item.context_expr, ctx.scope) for item in stmt.items)
+        return isinstance(stmt, ast.With) and any(_clock_item(item, ctx) for item in stmt.items)
 
     def _lap_clocks(self, body: list[ast.stmt], ctx: Ctx) -> dict[str, int]:
         """A lap timer: `lap = time()` at the end of a loop's body (and before the loop), `time() -
@@ -202,11 +210,9 @@ class TimingWithoutBlockUntilReady(Rule):
         for i, stmt in enumerate(body):
             if isinstance(stmt, (ast.With, ast.AsyncWith)):
                 for item in stmt.items:
-                    if clocks.clock_block(a, item.context_expr, scope):
-                        self._timed(stmt.body, item.context_expr, ctx)
-                        break
-                    if clocks.named_clock_block(a, item.context_expr, scope):
-                        self._timed(stmt.body, item.context_expr, ctx, guessed=True)
+                    how = _clock_item(item, ctx)
+                    if how is not None:
+                        self._timed(stmt.body, item.context_expr, ctx, guessed=how == "named")
                         break
                 continue
             call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None

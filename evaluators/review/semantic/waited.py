@@ -16,9 +16,9 @@ import sys
 
 from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, pos
 
-# Packages whose functions return host values as often as device arrays, or are JAX itself and
-# NumPy (their kinds are known by name): one waited result says nothing about their other functions.
-_FRAMEWORKS = frozenset({"jax", "jaxlib", "numpy", "flax", "optax", "equinox", "haiku", "orbax", "chex",
+# Packages whose functions return host values as often as device arrays: one waited result says
+# nothing about their other functions. (JAX and NumPy never get here: _NOT_ARRAYS.)
+_FRAMEWORKS = frozenset({"jaxlib", "flax", "optax", "equinox", "haiku", "orbax", "chex",
                          "tensorflow", "torch", "tf", "scipy", "pandas", "ml_collections", "wandb"})
 # JAX and NumPy are known by name; the standard library returns no device arrays.
 _NOT_ARRAYS = frozenset({"jax", "numpy"}) | frozenset(sys.stdlib_module_names)
@@ -87,8 +87,8 @@ def passed_kind(a, b) -> str | None:
     if not calls:
         return None
     positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
+    at = positional.index(b.name) if b.name in positional else None
     for call, scope in calls:
-        at = positional.index(b.name) if b.name in positional else None
         arg = call.args[at] if at is not None and at < len(call.args) else next(
             (k.value for k in call.keywords if k.arg == b.name), None)
         if arg is None or isinstance(arg, ast.Starred):
