@@ -31,6 +31,19 @@ def launch_chromium(pw):
     return pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+# Navigation waits out a loaded machine: in a CI run where the suite took 42 minutes (2,833 s for
+# the job, against 16 usual), Streamlit pages missed Playwright's default 30 s load timeout.
+PAGE_TIMEOUT_MS = 120_000
+
+
+def open_page(browser):
+    """A new page of the size the screenshots use, with navigation and waits that tolerate load."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_navigation_timeout(PAGE_TIMEOUT_MS)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    return page
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,7 +15,7 @@ import pytest
 
 from tests.cluster.conftest import ACCEL
 from tests.conftest import MINI, ROOT
-from tests.helpers import background, free_port, launch_chromium, require_chromium, wait_http
+from tests.helpers import background, free_port, launch_chromium, open_page, require_chromium, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -45,7 +45,7 @@ def deployment_env(ray_cluster, postgres, chroma_server, tmp_path):
 
 
 def page_of(browser, url: str):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = open_page(browser)
     page.goto(url)
     page.get_by_text("cards on 2 topics").wait_for(timeout=180_000)  # the sidebar: advisor built
     return page

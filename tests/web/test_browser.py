@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import background, free_port, launch_chromium, require_chromium, wait_http
+from tests.helpers import background, free_port, launch_chromium, open_page, require_chromium, wait_http
 from tests.web.helpers import SWEDISH_QUESTION
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -60,7 +60,7 @@ def browser(server):
 
 @pytest.fixture(scope="module")
 def page(browser, server):
-    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg = open_page(browser)
     pg.goto(server)
     # The sidebar's index line appears once the advisor is built: from then on, warm.
     pg.get_by_text("cards on 2 topics").wait_for(timeout=FIRST_LOAD_TIMEOUT_MS)
@@ -138,7 +138,7 @@ def test_pasted_code_gets_findings(page):
 
 def test_status_page(page):
     page.get_by_role("link", name="Feedback and status").click()
-    page.get_by_text("JAX on this server").wait_for(timeout=30_000)
+    page.get_by_text("JAX on this server").wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "web-status.png"), full_page=True)
 
 
@@ -147,7 +147,7 @@ def test_status_page(page):
 def test_every_url_opens_inside_the_apps_navigation(browser, server, path):
     """A deep link, opened in a new page as a user opens a bookmark, shows the app's own navigation,
     not Streamlit's listing of source files (web, chat, review, status)."""
-    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg = open_page(browser)
     try:
         pg.goto(f"{server}/{path}")
         pg.get_by_text("Knowledge base").wait_for(timeout=60_000)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import background, free_port, launch_chromium, require_chromium, wait_http
+from tests.helpers import background, free_port, launch_chromium, open_page, require_chromium, wait_http
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ def page(server):
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
         browser = launch_chromium(pw)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg = open_page(browser)
         pg.goto(server)
         pg.get_by_text("cards on 2 topics").wait_for(timeout=FIRST_LOAD_TIMEOUT_MS)
         yield pg
