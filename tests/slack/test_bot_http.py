@@ -268,10 +268,10 @@ def test_health_check_and_unknown_paths(bot_server):
     import urllib.request
 
     base = bot_server.url.rsplit("/slack/events", 1)[0]
-    with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
+    with urllib.request.urlopen(base + "/healthz", timeout=30) as resp:
         assert resp.status == 200
     with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(base + "/nope", timeout=5)
+        urllib.request.urlopen(base + "/nope", timeout=30)
     assert err.value.code == 404
 
 

@@ -45,7 +45,7 @@ def test_jaxmem_web_serves_on_localhost_and_stops_on_sigterm(web_env, tmp_path, 
     with background([sys.executable, "-m", "jaxmem.app.cli", "web", "--port", str(port)], env={**os.environ, **web_env},
                     log=log) as proc:
         wait_http(f"http://127.0.0.1:{port}/_stcore/health", proc, timeout=60, expect=b"ok", log=log)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
             assert b"<html" in r.read().lower()
         start = time.monotonic()
         os.kill(proc.pid, signal.SIGTERM)  # the pid the service manager knows, not its group
