@@ -60,6 +60,20 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
         yield n
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def walk_running(node: ast.AST) -> Iterator[ast.AST]:
+    """`walk`, but not into functions or classes defined below `node`: what running `node`
+    runs (defining `def J(z): return loss(z)` in a branch calls nothing)."""
+    todo = deque([node])
+    while todo:
+        n = todo.popleft()
+        if n is node or not isinstance(n, _DEFINITIONS):
+            todo.extend(children(n))
+        yield n
+
+
 def parse(source: str, path: str = "<unknown>") -> ast.Module:
     """ast.parse without the compiler's SyntaxWarnings ("invalid escape sequence", "is" with a
     literal): they are about the reviewed code, would go to the reviewer's stderr, and are not

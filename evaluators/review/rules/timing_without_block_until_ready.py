@@ -6,7 +6,8 @@ What it does
     `timeit.timeit(lambda: f(x))` whose callable does not block either. Waiting includes a host
     read of a result (`float`, `.item()`, NumPy on it, formatting it in an f-string before the
     timer is read), a module function that does one, and calls into code the reviewer cannot
-    see that are given device values or whose results are kept. When the region does wait, it still
+    see that are given device values or whose results are kept. A region that waits for part of
+    its work on the way is possible, not sure. When the region does wait, it still
     flags (info) a region holding the first call of a jitted function, unless the function ran
     earlier in that scope, the region is timed again on every iteration of a loop, or the timer
     is started again inside the region (after the first, compiling, call): the timing then
@@ -46,7 +47,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import TIMERS
 from jaxmem.evaluators.review.semantic import clocks, regions
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
-from jaxmem.evaluators.review.semantic.helpers import arguments, own_nodes, project_facts
+from jaxmem.evaluators.review.semantic.helpers import project_facts
 from jaxmem.evaluators.review.semantic.names import dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import waits
 
@@ -115,7 +116,7 @@ class TimingWithoutBlockUntilReady(Rule):
         if ctx.qualname(node.func) in ("timeit.timeit", "timeit.repeat") and node.args:
             fn = node.args[0]
             if isinstance(fn, ast.Lambda):
-                runs, waits, _jitted = regions.scan([fn.body], ctx)
+                runs, waits, _jitted, _settled = regions.scan([fn.body], ctx)
                 if runs and not waits:
                     ctx.report(self, node)
 
@@ -139,7 +140,7 @@ class TimingWithoutBlockUntilReady(Rule):
                 later = body[i + 1:]
                 end = stmt.targets[0].id
                 for name, start in list(starts.items()):
-                    if any(self._difference(s, end, name) or self._elapsed_in_helper(s, end, name, ctx)
+                    if any(self._difference(s, end, name) or clocks.elapsed_in_helper(s, end, name, ctx.analysis, ctx.scope)
                            for s in later):
                         self._region(body, start, i, name, stmt, clock, ctx)
                 starts[stmt.targets[0].id] = i
@@ -234,7 +235,7 @@ class TimingWithoutBlockUntilReady(Rule):
     def _timed(self, stmts: list[ast.stmt], at: ast.AST, ctx: Ctx, guessed: bool = False) -> None:
         """A region timed by a helper: dispatch-only when it runs JAX work and nothing waits.
         `guessed`: the helper is a timer by its class's name only (its body is not in the review)."""
-        runs, waited, _jitted = regions.scan(stmts, ctx)
+        runs, waited, _jitted, _settled = regions.scan(stmts, ctx)
         if runs and not waited:
             ctx.report(self, at, sure=not guessed and regions.proven_work(stmts, ctx))
 
@@ -245,7 +246,7 @@ class TimingWithoutBlockUntilReady(Rule):
         step's results): possible at most."""
         if self._never_read(stmt, stop, ctx):
             return  # `epoch_time = time.time() - t0` that nothing prints, stores or returns
-        runs, waited, jitted = regions.scan(body[start + 1:i], ctx)
+        runs, waited, jitted, settled = regions.scan(body[start + 1:i], ctx)
         stop_waits = self._stop_waits(stmt, stop, ctx)
         if not waited and stop_waits:
             waited = True
@@ -274,11 +275,11 @@ class TimingWithoutBlockUntilReady(Rule):
             ctx.report(self, stop, sure=False)
             return
         if not waited:
-            # Sure when the region runs a jitted callable resolved exactly or a compiled loop: its
-            # result is a device array whose work nothing in the region waits for. Not where a
-            # loop in it waits every N steps (`if (i + 1) % print_every == 0: print(f"{logp}")`):
-            # then only the steps after the last wait are left out, not all but the dispatch.
-            ctx.report(self, stop, sure=regions.proven_work(body[start + 1:i], ctx)
+            # Sure when the region runs a jitted callable resolved exactly or a compiled loop whose
+            # work nothing waits for. Not where a loop in it waits every N steps, nor where part of
+            # the work was waited for on the way (`print(res.error)`, then a short update queued):
+            # only what follows the last wait is left out, and how much that is is not seen here.
+            ctx.report(self, stop, sure=regions.proven_work(body[start + 1:i], ctx) and not settled
                        and not regions.waits_sometimes(body[start + 1:i], ctx))
             return
         if ctx.loops:
@@ -314,26 +315,6 @@ class TimingWithoutBlockUntilReady(Rule):
         return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and isinstance(n.right, ast.Name)
                    and n.right.id == start and (end is None or (isinstance(n.left, ast.Name) and n.left.id == end))
                    for n in astutil.walk(stmt))
-
-    @staticmethod
-    def _elapsed_in_helper(stmt: ast.stmt, end: str, start: str, ctx: Ctx) -> bool:
-        """`report(start_tic, prompt_tic, end_tic)` where the module's `report` subtracts the
-        parameters the two timestamps land on (`prompt_time - start_time`): the elapsed time is
-        computed there, so the region between them is timed all the same."""
-        for n in astutil.walk(stmt):
-            if not isinstance(n, ast.Call):
-                continue
-            fn = ctx.analysis.resolve_def(n.func, ctx.scope)
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            params = {arg.id: param for arg, param in arguments(n, fn) if isinstance(arg, ast.Name)}
-            p_end, p_start = params.get(end), params.get(start)
-            if p_end and p_start and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Sub)
-                                         and isinstance(x.left, ast.Name) and x.left.id == p_end
-                                         and isinstance(x.right, ast.Name) and x.right.id == p_start
-                                         for x in own_nodes(fn)):
-                return True
-        return False
 
     def _reset_inside(self, stmts: list[ast.stmt], name: str, ctx: Ctx) -> bool:
         """The timer is started again inside the region (in a loop or branch), or a second timer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
-from jaxmem.evaluators.review.semantic.helpers import calls_one_deep, project_facts
+from jaxmem.evaluators.review.semantic.helpers import arguments, calls_one_deep, own_nodes, project_facts
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import TIMERS
 from jaxmem.evaluators.review.semantic.scopes import Scope
@@ -84,3 +84,23 @@ def named_clock_block(a: Analysis, expr: ast.AST, scope: Scope) -> bool:
 
 
 _TIMER_WORDS = ("timer", "stopwatch")
+
+
+def elapsed_in_helper(stmt: ast.stmt, end: str, start: str, a: Analysis, scope: Scope) -> bool:
+    """`report(start_tic, prompt_tic, end_tic)` where the module's `report` subtracts the
+    parameters the two timestamps land on (`prompt_time - start_time`): the elapsed time is
+    computed there, so the region between them is timed all the same."""
+    for n in astutil.walk(stmt):
+        if not isinstance(n, ast.Call):
+            continue
+        fn = a.resolve_def(n.func, scope)
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = {arg.id: param for arg, param in arguments(n, fn) if isinstance(arg, ast.Name)}
+        p_end, p_start = params.get(end), params.get(start)
+        if p_end and p_start and any(isinstance(x, ast.BinOp) and isinstance(x.op, ast.Sub)
+                                     and isinstance(x.left, ast.Name) and x.left.id == p_end
+                                     and isinstance(x.right, ast.Name) and x.right.id == p_start
+                                     for x in own_nodes(fn)):
+            return True
+    return False

@@ -30,13 +30,15 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.Im
 
 
 def or_else(test: ast.AST, ctx: Walk) -> bool:
-    """`step % N == 0 or is_last_step` (also through a name bound to it): the branch also runs on
-    another condition, which may be the last step, so its wait may come after all the work."""
+    """`step % N == 0 or is_last_step` (also through a name bound to it, or inside an `and`:
+    `t >= warmup and (step % N == 0 or step == n - 1)`): the branch also runs on another
+    condition, which may be the last step, so its wait may come after all the work."""
     if isinstance(test, ast.Name):
         b = ctx.analysis.resolve(test.id, ctx.scope, pos(test))
         test = b.value if b is not None and b.how == "assign" and b.value is not None else test
-    return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not all(
-        any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in astutil.walk(v)) for v in test.values)
+    return any(isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) and not all(
+        any(isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) for m in astutil.walk(v)) for v in n.values)
+        for n in astutil.walk(test))
 
 
 def proven_work(stmts: list[ast.stmt], ctx: Walk) -> bool:
@@ -44,7 +46,7 @@ def proven_work(stmts: list[ast.stmt], ctx: Walk) -> bool:
     exactly, or a compiled loop run eagerly (`jax.lax.scan(...)` outside jit compiles the
     whole loop and returns before it has run, like a jitted call)."""
     for stmt in stmts:
-        for n in astutil.walk(stmt):
+        for n in astutil.walk_running(stmt):
             if isinstance(n, ast.Call):
                 info = ctx.jit_info(n.func)
                 if (info is not None and info.exact) or ctx.qualname(n.func) in EAGER_LOOPS:
@@ -54,14 +56,15 @@ def proven_work(stmts: list[ast.stmt], ctx: Walk) -> bool:
     return False
 
 
-def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, bool, list[str]]:
-    """One pass: does JAX work run, does anything wait for it, which jitted functions are called.
+def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, bool, list[str], bool]:
+    """One pass: does JAX work run, does anything wait for it, which jitted functions are called,
+    and was work read back on the way (a host read after it, before what is left queued).
     `guesses`: code the reviewer cannot see counts as waiting when it is handed device values
     or its result is kept (the safe side). Without, such code still waits where it is a sink (a
     call whose result is dropped: `writer.write_scalars(step, metrics)` reads what it is given),
     but a producer (`logits, cache = model(tokens, cache)`) is taken to queue work like any
     other call on device values."""
-    runs = pending = False
+    runs = pending = settled = False
     jitted: list[str] = []
     # A wait that runs every N steps of a loop in the region (`if step % 100 == 0: log(loss)`)
     # leaves the steps after the last one it saw queued when the clock stops.
@@ -77,18 +80,18 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
             continue  # defining a function runs none of its body
         # Statement by statement: work queued after the last wait is still running when the
         # clock stops (`reset = env.reset(...)`, a wait, then `buffer = collect(...)`, jitted).
-        st_runs = st_jitted = st_waits = False
-        sinks = {e.value for e in astutil.walk(stmt) if isinstance(e, ast.Expr)} if not guesses else ()
-        for n in astutil.walk(stmt):
+        st_runs = st_jitted = st_waits = st_reads = False  # reads: a wait that is no guess
+        sinks = {e.value for e in astutil.walk_running(stmt) if isinstance(e, ast.Expr)} if not guesses else ()
+        for n in astutil.walk_running(stmt):
             if isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax" and n not in sometimes:
-                st_waits = True
+                st_waits = st_reads = True
             if isinstance(n, (ast.If, ast.While, ast.Assert, ast.IfExp)) and n not in sometimes \
                     and reads_condition(ctx, n.test):
-                st_waits = True  # `assert size >= n`, `if done:` on a device value: bool() waits
+                st_waits = st_reads = True  # `assert size >= n`, `if done:` on a device value: bool() waits
             if isinstance(n, (ast.Assign, ast.AugAssign)) and n not in sometimes and writes_into_numpy(ctx, n):
-                st_waits = True  # `losses[i] = loss` into a NumPy array converts it on the host
+                st_waits = st_reads = True  # `losses[i] = loss` into a NumPy array converts it on the host
             if produced and _reads_produced(n, produced, ctx):
-                st_waits = True  # `print(parameters)` of what `warmup.run(...)` returned
+                st_waits = st_reads = True  # `print(parameters)` of what `warmup.run(...)` returned
             if isinstance(n, ast.BinOp) and not st_runs and ctx.kind(n) == "jax":
                 st_runs = True  # `C = A @ B` on device arrays: one operation, dispatched and not waited for
             if not isinstance(n, ast.Call):
@@ -105,10 +108,11 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
                 st_runs = st_jitted = True
             elif not st_runs and ctx.kind(n) == "jax":
                 st_runs = True
-            if not st_waits and n not in sometimes and (
-                    is_sync(ctx, n) and not prints_only_time(n, ctx)
-                    or (guesses or n in sinks) and may_wait(n, ctx) or local_waits(n, ctx)
+            if not st_reads and n not in sometimes and (
+                    is_sync(ctx, n) and not prints_only_time(n, ctx) or local_waits(n, ctx)
                     or hands_to_converter(ctx, n)):
+                st_waits = st_reads = True
+            if not st_waits and n not in sometimes and (guesses or n in sinks) and may_wait(n, ctx):
                 st_waits = True
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) \
                 and opaque(stmt.value, ctx):
@@ -125,8 +129,11 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
         # results) ends having waited. After a wait, only a compiled call counts as work left
         # running: a few eager operations on its results (`x[0]` of each metric) cost nothing.
         pending = False if st_waits else (pending or st_jitted or (st_runs and not runs))
+        # Work read back on the way (`print(res.error)`), not only guessed to be waited for (an
+        # opaque `env.reset(key)` after a key split, then the jitted rollout).
+        settled = settled or st_reads and (runs or st_runs)
         runs = runs or st_runs
-    return runs, not pending, jitted
+    return runs, not pending, jitted, settled
 
 
 _DEBUG_CHECKS = frozenset({"jax_debug_nans", "jax_debug_infs"})
