@@ -114,3 +114,23 @@ def walks_keys(loop: ast.AST) -> bool:
                 if ast.dump(n.value) == it:
                     return True
     return False
+
+
+def own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+    """The function's own return statements (not those of nested functions or classes)."""
+    out = []
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            out.append(n)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(c for c in children(n) if isinstance(c, (ast.stmt, ast.excepthandler)))
+    return out
+
+
+def number_list(value: ast.AST | None) -> bool:
+    """A list literal of numbers (`[0.0]`, `[np.inf]` is not one): a history seeded on the host."""
+    return isinstance(value, ast.List) and bool(value.elts) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
+        for e in value.elts)

@@ -562,6 +562,54 @@ def test_a_running_mean_of_another_file_that_reads_what_its_instances_are_handed
     assert alone.findings == []
 
 
+def test_each_position_of_a_tuple_a_function_of_another_file_returns_keeps_its_own_kind(tmp_path: Path):
+    # Reduced from a Stokesian-dynamics simulator (12zzzf): `(..., grid_x, support, ...) =
+    # utils.init_box(...)` where the setup function returns device arrays beside a NumPy grid size
+    # and a Python int; `int(support)` in the time-step loop read nothing from the device, yet all
+    # positions took the tuple's kind. Each position now has the kind its returns give it there.
+    pkg = tmp_path / "sim"
+    pkg.mkdir()
+    (pkg / "utils.py").write_text(textwrap.dedent("""
+        import jax.numpy as jnp
+        import numpy as np
+
+        def check_shear(h, xisq):
+            eta = h * xisq
+            return eta, int(eta * eta / jnp.pi) + 1
+
+        def grid_size(kmax):
+            sizes = np.array([8, 16, 32, 64])
+            return sizes[np.searchsorted(sizes, kmax)]
+
+        def init_box(xi, box):
+            eta, support = check_shear(box / 8.0, xi * xi)
+            grid_x = grid_size(int(2.0 * xi) + 1)
+            weights = jnp.ones((grid_x,)) * eta
+            return weights, grid_x, support
+    """))
+    (tmp_path / "main.py").write_text(textwrap.dedent("""
+        import jax
+        import jax.numpy as jnp
+        from sim import utils
+
+        @jax.jit
+        def step(x, w):
+            return x + w.sum()
+
+        def run(x, n):
+            weights, grid_x, support = utils.init_box(0.5, 10.0)
+            for _ in range(n):
+                x = step(x, weights)
+                s = int(support)
+                g = int(grid_x)
+                w = float(weights[0])
+            return x, s, g, w
+    """))
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in result.findings] == [("main.py", 16)]
+
+
 def test_a_method_of_a_class_of_another_file_returns_what_it_returns_there(tmp_path: Path):
     # Reduced from a physics study script: `specter = SPECTER(compile=True)` of the repository's own
     # package, then `specter.spectralEMD(a, b)` timed without a wait. The method returns what a

@@ -44,11 +44,11 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.astutil import own_returns
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
-from jaxmem.evaluators.review.semantic.kinds import own_returns
 from jaxmem.evaluators.review.semantic.training import jitted_def
 from jaxmem.evaluators.review.semantic.walk import At
 

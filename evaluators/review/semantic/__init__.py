@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.astutil import own_returns
 from jaxmem.evaluators.review.semantic import exports
 from jaxmem.evaluators.review.semantic.builder import _Builder
 from jaxmem.evaluators.review.semantic.jit import JitInfo
-from jaxmem.evaluators.review.semantic.kinds import own_returns
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import absolute_module, import_bindings, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.astutil import number_list, own_returns
 from jaxmem.evaluators.review.semantic.inplace import inplace_on_numpy
 from jaxmem.evaluators.review.semantic.names import (
     ELEMENT_KIND,
@@ -81,7 +82,9 @@ class KindsMixin:
                 return None  # the graphdef: static structure, no arrays
             part = self._position(b.value, b.index, scope)
             if part is not None:
-                return part if isinstance(part, str) else self.kind(part, scope, strict)
+                if isinstance(part, str):  # "jax?": a device array on some path, not proven
+                    return ("jax" if not strict else None) if part == "jax?" else (part or None)
+                return self.kind(part, scope, strict)
         if isinstance(b.node, ast.AugAssign) and inplace_on_numpy(self, b, scope, strict):
             return "np"  # `p += grad`: NumPy's in-place operator keeps the array NumPy (and converts grad)
         k = self.kind(b.value, scope, strict)
@@ -128,28 +131,45 @@ class KindsMixin:
                    for v in [*call.args, *(k.value for k in call.keywords)])
 
     def _position(self, value: ast.AST | None, index: int, scope: Scope) -> ast.AST | str | None:
-        """What position `index` of an unpacked value is, where the source shows it: an element of
-        a literal tuple, or the same position of every tuple a local function returns (given as
-        the kind they agree on). None: the whole value's kind stands for each part."""
+        """What position `index` of an unpacked value is, where the source shows it: an element of a
+        literal tuple, or that position of the tuples a function of this file or of the tree returns
+        (`eta, support = check_shear(...)` returning `eta, int(g) + 1`: returned_parts)."""
         if isinstance(value, (ast.Tuple, ast.List)) and index < len(value.elts):
             if not any(isinstance(e, ast.Starred) for e in value.elts):
                 return value.elts[index]
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and self.jit_info(value.func, scope) is None:
-            fn = self.resolve_def(value.func, scope)
-            if isinstance(fn, _FUNCS):
-                kinds = self._returned_parts(fn, index)
-                if kinds and len(set(kinds)) == 1 and kinds[0] is not None:
-                    return kinds[0]
+        if isinstance(value, ast.Call) and self.jit_info(value.func, scope) is None:
+            fn = self.resolve_def(value.func, scope) if isinstance(value.func, ast.Name) else None
+            parts = self.returned_parts(fn) if isinstance(fn, _FUNCS) else self.project_parts(value.func)
+            if index < len(parts):
+                return parts[index]
         return None
 
-    def _returned_parts(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, index: int) -> list[str | None]:
-        scope = self.scopes.get(fn)
+    def returned_parts(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str | None, ...]:
+        """Per position of the tuples (one length) every return gives: the kind all agree on, else
+        "jax?" (some may put a device array there), "" (all known host values), else None."""
+        if (fn, "parts") not in self._returns:
+            self._returns[(fn, "parts")] = ()  # recursion guard
+            self._returns[(fn, "parts")] = self._parts(fn)
+        return self._returns[(fn, "parts")]
+
+    def _parts(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str | None, ...]:
+        scope, rets = self.scopes.get(fn), own_returns(fn)
+        if scope is None or not rets or any(not isinstance(r.value, ast.Tuple) or any(
+                isinstance(e, ast.Starred) for e in r.value.elts) for r in rets) or len(
+                {len(r.value.elts) for r in rets}) != 1:
+            return ()
         out = []
-        for ret in own_returns(fn):
-            if not (isinstance(ret.value, ast.Tuple) and index < len(ret.value.elts)) or scope is None:
-                return []
-            out.append(self.kind(ret.value.elts[index], scope, True))
-        return out
+        for i in range(len(rets[0].value.elts)):
+            strict = {self.kind(r.value.elts[i], scope, True) for r in rets}
+            loose = {self.kind(r.value.elts[i], scope) for r in rets}
+            out.append(strict.pop() if len(strict) == 1 and None not in strict else "jax?" if "jax" in loose
+                       else "" if None not in loose else None)
+        return tuple(out)
+
+    def project_parts(self, func: ast.AST) -> tuple[str | None, ...]:
+        q = self.qualname(func) if self.project is not None else None
+        facts = self.project.function(q) if q is not None else None
+        return facts.parts if facts is not None else ()
 
     # ---- expressions --------------------------------------------------------------------
     def kind(self, expr: ast.AST, scope: Scope, strict: bool = False) -> str | None:
@@ -227,7 +247,7 @@ class KindsMixin:
                     kinds = {self.kind(v, s, strict) for v in b.value.values} if None not in b.value.keys else set()
                     return kinds.pop() if len(kinds) == 1 and kinds <= {"jax", "np"} else None
                 if b is None or b.how != "assign" or b.index is not None or not (
-                        self._empty_container(b.value) or (not strict and _number_list(b.value))):
+                        self._empty_container(b.value) or (not strict and number_list(b.value))):
                     return None  # `losses = [0.0]` then device losses appended: a guess (`losses[-1]`)
                 kinds = [self.kind(item, s, strict) for item in s.appends.get(name.id, ())]
                 if strict:
@@ -378,23 +398,3 @@ class KindsMixin:
         if facts is None:
             return None
         return facts.returns_strict if strict else facts.returns
-
-
-def _number_list(value: ast.AST | None) -> bool:
-    """A list literal of numbers (`[0.0]`, `[np.inf]` is not one): a history seeded on the host."""
-    return isinstance(value, ast.List) and bool(value.elts) and all(
-        isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
-        for e in value.elts)
-
-
-def own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
-    """The function's own return statements (not those of nested functions or classes)."""
-    out = []
-    stack = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Return):
-            out.append(n)
-        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            stack.extend(c for c in astutil.children(n) if isinstance(c, (ast.stmt, ast.excepthandler)))
-    return out

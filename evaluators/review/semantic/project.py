@@ -45,6 +45,7 @@ class FunctionFacts:
     converts: tuple[tuple[str, str], ...] = ()
     signature: tuple[tuple[str, ...], str | None] = ((), None)
     periodic: bool = False  # answers a periodic test (`itstime(step, every_n)`): branches.periodic_predicate
+    parts: tuple[str | None, ...] = ()  # per position of the tuple it returns: kinds.returned_parts
 
 
 TREE_WORDS = " jit pmap float( .item("
@@ -357,7 +358,8 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
                 loads=_mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
                 converts=tuple(helpers.converted_params(a, fn).items()) if _mentions(lines, fn, CONVERT_WORDS) else (),
-                signature=helpers.signature(fn), periodic=_mentions(lines, fn, ("%",)) and periodic_predicate(fn))
+                signature=helpers.signature(fn), periodic=_mentions(lines, fn, ("%",)) and periodic_predicate(fn),
+                parts=a.returned_parts(fn))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:
