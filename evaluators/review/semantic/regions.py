@@ -8,6 +8,7 @@ Each predicate takes the walk's position (`ctx`, semantic/walk.py), never a rule
 from __future__ import annotations
 
 import ast
+import sys
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
@@ -27,6 +28,10 @@ from jaxmem.evaluators.review.semantic.syncs import (
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+# Packages whose functions the model knows to read nothing back by themselves (array transforms,
+# optimizers, layers); any other package's function may well fetch what it is handed.
+_MODELLED = frozenset({"jax", "jaxlib", "numpy", "flax", "optax", "equinox", "haiku", "chex"}) | frozenset(
+    sys.stdlib_module_names)
 
 
 def or_else(test: ast.AST, ctx: Walk) -> bool:
@@ -114,6 +119,8 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
                 st_waits = st_reads = True
             if not st_waits and n not in sometimes and (guesses or n in sinks) and may_wait(n, ctx):
                 st_waits = True
+        if guesses and isinstance(stmt, ast.Assign) and _unmodelled_conversion(stmt, ctx):
+            st_waits = True  # a guess: found without it, the region is reported as possible
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) \
                 and opaque(stmt.value, ctx):
             # A result from code the reviewer cannot see (`result = service.generate(reqs)`)
@@ -193,6 +200,19 @@ def waits_sometimes(stmts: list[ast.AST], ctx: Walk) -> bool:
         if isinstance(n, ast.Call) and (is_sync(ctx, n) or hands_to_converter(ctx, n)):
             return True
     return False
+
+
+def _unmodelled_conversion(stmt: ast.Assign, ctx: Walk) -> bool:
+    """`results = acme_utils.get_from_first_device(results)`: a package the model does not know
+    replaces the device values a name holds with what it makes of them, a conversion that as often
+    as not copies them to the host."""
+    call = stmt.value
+    q = ctx.qualname(call.func) if isinstance(call, ast.Call) else None
+    project = ctx.analysis.project
+    if q is None or q.split(".", 1)[0] in _MODELLED or project is not None and project.function(q) is not None:
+        return False  # known, or a function of the reviewed tree (what it does is modelled there)
+    names = {n.id for t in stmt.targets for n in astutil.walk(t) if isinstance(n, ast.Name)}
+    return any(isinstance(a, ast.Name) and a.id in names and ctx.kind(a) == "jax" for a in call.args)
 
 
 def opaque(call: ast.Call, ctx: Walk) -> bool:
