@@ -161,31 +161,25 @@ def _rebinding_loop(name: str, owner, fn: ast.AST, called: set[str], ctx: Ctx) -
             continue
         after = b.at if b.how == "assign" else start
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in called
-               and (n.lineno, n.col_offset) > after and _may_call(n.func, fn, owner, ctx) for n in astutil.walk(loop)):
+               and (n.lineno, n.col_offset) > after and _may_call(n.func, fn, called, owner, ctx)
+               for n in astutil.walk(loop)):
             fresh = b.how == "iter" or isinstance(b.value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp)) \
                 or (b.index is None and ctx.analysis.binding_kind(b, owner, True) in ("jax", "np"))
             return loop, fresh
     return None
 
 
-def _may_call(func: ast.Name, fn: ast.AST, owner, ctx: Ctx, depth: int = 0) -> bool:
-    """The name, where it is called, may still hold the jitted function: one of the bindings
-    reaching the call is `fn` itself or a transform of it. Not when the loop re-bound the name
-    first (`jit_reset = jax.jit(env.reset)` before `jit_reset(rng)`, in a later cell than the
-    one that jitted a closure under the same name)."""
-    a = ctx.analysis
+def _may_call(func: ast.Name, fn: ast.AST, called: set[str], owner, ctx: Ctx) -> bool:
+    """The name, where it is called, may still hold the jitted function: a binding reaching the
+    call is `fn` itself or a transform of one of the names it goes by (`_callable_names`). Not
+    when the loop re-bound the name first (`jit_reset = jax.jit(env.reset)` before
+    `jit_reset(rng)`, in a later cell than the one that jitted a closure under the same name)."""
     found = owner.reaching(func.id, (func.lineno, func.col_offset), True)
     if not found:
         return found is None  # bound elsewhere (an enclosing scope): as before, by name
-    for b in found:
-        if b.node is fn:
-            return True
-        v = b.value
-        if b.how == "assign" and b.index is None and isinstance(v, ast.Call) and v.args and \
-                a.qualname(v.func) in TRACING_NAMES and (v.args[0] is fn or depth < 3 and isinstance(
-                    v.args[0], ast.Name) and _may_call(v.args[0], fn, owner, ctx, depth + 1)):
-            return True
-    return False
+    return any(b.node is fn or b.how == "assign" and b.index is None and isinstance(v := b.value, ast.Call)
+               and v.args and ctx.analysis.qualname(v.func) in TRACING_NAMES
+               and (v.args[0] is fn or isinstance(v.args[0], ast.Name) and v.args[0].id in called) for b in found)
 
 
 RULE = StaleClosureInJit()

@@ -147,10 +147,11 @@ class KindsMixin:
     def returned_parts(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str | None, ...]:
         """Per position of the tuples (one length) every return gives: the kind all agree on, else
         "jax?" (some may put a device array there), "" (all known host values), else None."""
-        if (fn, "parts") not in self._returns:
-            self._returns[(fn, "parts")] = ()  # recursion guard
-            self._returns[(fn, "parts")] = self._parts(fn)
-        return self._returns[(fn, "parts")]
+        memo = self.memo.setdefault("returned_parts", {})
+        if fn not in memo:
+            memo[fn] = ()  # recursion guard
+            memo[fn] = self._parts(fn)
+        return memo[fn]
 
     def _parts(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str | None, ...]:
         scope, rets = self.scopes.get(fn), own_returns(fn)
@@ -167,8 +168,7 @@ class KindsMixin:
         return tuple(out)
 
     def project_parts(self, func: ast.AST) -> tuple[str | None, ...]:
-        q = self.qualname(func) if self.project is not None else None
-        facts = self.project.function(q) if q is not None else None
+        facts = self.project.function(q) if self.project is not None and (q := self.qualname(func)) else None
         return facts.parts if facts is not None else ()
 
     # ---- expressions --------------------------------------------------------------------

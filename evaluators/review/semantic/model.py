@@ -51,7 +51,7 @@ class Analysis(CallablesMixin, KindsMixin):
         self.built = False
         self._kcache: dict[tuple[ast.AST, bool], str | None] = {}
         self._bkinds: dict[tuple[Binding, bool], str | None] = {}
-        self._returns: dict[tuple[ast.AST, bool | str], str | tuple[str, ...] | None] = {}
+        self._returns: dict[tuple[ast.AST, bool], str | None] = {}
         self.memo: dict = {}  # per-file results of predicates computed outside the walk (roles)
         self.module_name: str | None = None  # dotted name in a reviewed tree, when known
         self.project = None  # facts of the other files of a reviewed tree (project.Project), if any

@@ -6,6 +6,7 @@ resolved names against, and helpers that read a literal or a position off a node
 from __future__ import annotations
 
 import ast
+import sys
 
 # ---- what the frameworks call things -----------------------------------------------------
 JIT_NAMES = frozenset({
@@ -99,6 +100,10 @@ CANONICAL = {
     "jax.experimental.pallas.core.pallas_call": PALLAS,
 }
 JAX_ARRAY_PREFIXES = ("jax.numpy.", "jax.random.", "jax.lax.", "jax.nn.", "jax.scipy.", "jax.image.")
+# Top-level packages the model knows by name: JAX, NumPy and the standard library (which returns
+# no device arrays), and JAX's own libraries of transforms, optimizers and layers.
+KNOWN_BY_NAME = frozenset({"jax", "numpy"}) | frozenset(sys.stdlib_module_names)
+JAX_LIBRARIES = frozenset({"jaxlib", "flax", "optax", "equinox", "haiku", "chex"})
 JAX_ARRAY_FUNCS = frozenset({
     "jax.device_put", "jax.device_put_replicated", "jax.device_put_sharded", "jax.tree.map",
     "jax.block_until_ready", "jax.make_array_from_callback", "jax.make_array_from_process_local_data",

@@ -8,13 +8,12 @@ Each predicate takes the walk's position (`ctx`, semantic/walk.py), never a rule
 from __future__ import annotations
 
 import ast
-import sys
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
-from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, LOOP_TYPES, dotted, pos
+from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, JAX_LIBRARIES, KNOWN_BY_NAME, LOOP_TYPES, dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import (
     FORMAT_BUILTINS,
     SYNC_BUILTINS,
@@ -30,8 +29,7 @@ from jaxmem.evaluators.review.semantic.walk import Walk
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
 # Packages whose functions the model knows to read nothing back by themselves (array transforms,
 # optimizers, layers); any other package's function may well fetch what it is handed.
-_MODELLED = frozenset({"jax", "jaxlib", "numpy", "flax", "optax", "equinox", "haiku", "chex"}) | frozenset(
-    sys.stdlib_module_names)
+_MODELLED = KNOWN_BY_NAME | JAX_LIBRARIES
 
 
 def or_else(test: ast.AST, ctx: Walk) -> bool:

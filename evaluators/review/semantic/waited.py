@@ -12,16 +12,13 @@ Both are guesses for the possible tier: the call is not resolved exactly.
 from __future__ import annotations
 
 import ast
-import sys
 
-from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, pos
+from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, JAX_LIBRARIES, KNOWN_BY_NAME, pos
 
 # Packages whose functions return host values as often as device arrays: one waited result says
-# nothing about their other functions. (JAX and NumPy never get here: _NOT_ARRAYS.)
-_FRAMEWORKS = frozenset({"jaxlib", "flax", "optax", "equinox", "haiku", "orbax", "chex",
-                         "tensorflow", "torch", "tf", "scipy", "pandas", "ml_collections", "wandb"})
-# JAX and NumPy are known by name; the standard library returns no device arrays.
-_NOT_ARRAYS = frozenset({"jax", "numpy"}) | frozenset(sys.stdlib_module_names)
+# nothing about their other functions. (JAX and NumPy never get here: KNOWN_BY_NAME.)
+_FRAMEWORKS = JAX_LIBRARIES | frozenset({"orbax", "tensorflow", "torch", "tf", "scipy", "pandas", "ml_collections",
+                                         "wandb"})
 
 
 def waited_kind(a, qualname: str) -> str | None:
@@ -50,7 +47,7 @@ def _waited(a) -> tuple[frozenset[str], frozenset[str]]:
                             t = b.value if b is not None and b.how == "assign" else None
                         if isinstance(t, ast.Call):
                             q = a.qualname(t.func)
-                            if q is not None and q.split(".", 1)[0] not in _NOT_ARRAYS:
+                            if q is not None and q.split(".", 1)[0] not in KNOWN_BY_NAME:
                                 found.add(q)
         memo["waited"] = (frozenset(found), frozenset(q.split(".", 1)[0] for q in found))
     return memo["waited"]
