@@ -19,6 +19,9 @@ What it does
     (`out_shardings=shardings[name]` for each layer group): each iteration needs its own
     compilation whatever function it wraps (measured on jax 0.10.2: the same function with 3
     distinct `out_shardings` compiled 3 times; `claims/jm301_options_per_iteration.py`).
+    Also `lax.scan`, `fori_loop`, `while_loop`, `cond`, `switch` or `map` given a new function
+    on every iteration (or step) of code proven eager (a script, or a function that reads device
+    values on the host), and JAX's iterative solvers and `jax.scipy.optimize.minimize` there.
 
 Why is this bad
     The jit cache is keyed on the function object. A new lambda, partial or bound method is a
@@ -26,7 +29,12 @@ Why is this bad
     0.10.2 (CPU): 5 iterations compiled 5 times with a new lambda, a new `partial`, a bound
     method of the same object, or a def inside the loop, and once with the same module
     function, a staticmethod or `jnp.tanh`. Re-wrapping a stable function costs ~30 us per
-    call (34 us against 3.6 us for a jitted function made once), not a compilation.
+    call (34 us against 3.6 us for a jitted function made once), not a compilation. Eager control
+    flow is cached the same way: 5 calls of `lax.scan` (also fori_loop, while_loop, cond, switch,
+    map) compiled 5 times with a new lambda or partial each call and not again with the same
+    function; `cg`, `gmres`, `bicgstab` and `minimize` make their loop bodies inside each call and
+    compiled 5 times in 5 eager calls with the same operator, none inside a function jitted once
+    (`claims/jm301_eager_control_flow.py`).
 
 Example
     for lr in learning_rates:
@@ -46,8 +54,16 @@ import re
 from jaxmem.evaluators.review import astutil, semantic
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.eager import runs_eagerly
 from jaxmem.evaluators.review.semantic.loops import loop_bound
-from jaxmem.evaluators.review.semantic.names import TRACING_NAMES, end_pos, pos
+from jaxmem.evaluators.review.semantic.names import (
+    COMPILED_BODIES,
+    EAGER_SOLVERS,
+    EAGER_TRACED,
+    TRACING_NAMES,
+    end_pos,
+    pos,
+)
 from jaxmem.evaluators.review.semantic.roles import role
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
@@ -67,7 +83,17 @@ class JitCreatedInLoop(Rule):
                "time (re-wrapping one function defined once would cost ~30 us per call instead)")
     fix = "Create the jitted function once, outside the loop, from a function defined once; pass changing values as arguments (static ones via static_argnums)."
     node_types = (ast.Call, ast.FunctionDef)
-    requires = ('jit', 'pmap')
+    # Eager control flow and solvers may appear in a file that never says jit: `lax.scan(...)`,
+    # `from jax.lax import fori_loop`, `jax.scipy.sparse.linalg.cg`, `jax.scipy.optimize.minimize`.
+    requires = ('jit', 'pmap', 'lax', 'scan', 'fori_loop', 'while_loop', 'sparse', 'optimize')
+
+    eager_message = ("`{maker}` runs outside jit with {what}, a new function on every iteration: it is traced and "
+                     "compiled again each time")
+    eager_fix = ("Define the function once, outside the loop, and pass what changes as operands; or jit, once, "
+                 "the function that makes this call.")
+    solver_message = ("`{maker}` runs outside jit on every iteration: it builds its loop anew inside each call, so "
+                      "it is traced and compiled again each time")
+    solver_fix = "Call a function jitted once around the solve (`solve = jax.jit(lambda b: cg(matvec, b)[0])`)."
 
     call_message = ("`{maker}` wraps {what}, a new function on every call of `{fn}`: it is traced and compiled "
                     "again each time that function runs")
@@ -80,6 +106,8 @@ class JitCreatedInLoop(Rule):
         if isinstance(node, ast.Call) and made is None:
             if ctx.host_loop and isinstance(node.func, ast.Name):
                 self._factory_in_loop(node, ctx)
+            if ctx.host_loop or ctx.per_step_body:
+                self._eager_trace(node, ctx)
             return  # most calls make no jitted function: the cheap test first
         if loops.benchmark_function(ctx.scope, ctx.analysis):
             return  # a benchmark loop that makes a new function each time measures exactly that
@@ -135,6 +163,35 @@ class JitCreatedInLoop(Rule):
         # (Its arguments may well change every iteration, `make_policy(state.params)`: that is the
         # cost, not an excuse; unlike a jit option, nothing forces a new compilation per value.)
         ctx.report(self, node, maker=f"{fn.name}(...)", what=what, sure=False)
+
+    def _eager_trace(self, node: ast.Call, ctx: Ctx) -> None:
+        """`lax.scan(lambda c, x: ..., ...)` on every iteration (or step) of code proven eager: a
+        new function each time, traced and compiled each time; `cg(...)` or `minimize(...)` there
+        compile each time whatever they are given. Unproven (a library function some caller may
+        jit): not reported, since under jit the same call is compiled once with its caller."""
+        q = ctx.analysis.qualname(node.func)
+        if q not in EAGER_TRACED and q not in EAGER_SOLVERS:
+            return
+        if ctx.loops and loops.small_loop(ctx.loops[-1], ctx.analysis, ctx.scope):
+            return  # a few iterations the source fixes: a few compilations
+        a = ctx.analysis
+        caller = next((s for c, _loop, s, _g in a.loop_calls if c is ctx.per_step), None) if not ctx.loops else None
+        if not (runs_eagerly(a, ctx.scope) or (caller is not None and runs_eagerly(a, caller))):
+            return
+        if loops.benchmark_function(ctx.scope, a):
+            return  # a benchmark that measures the eager call
+        maker = q.removeprefix("jax.")
+        if q in EAGER_SOLVERS:
+            ctx.report(self, node, message=self.solver_message, fix=self.solver_fix, maker=maker)
+            return
+        args = [node.args[i] for i in COMPILED_BODIES[q] if i < len(node.args)]
+        args += [kw.value for kw in node.keywords if kw.arg in EAGER_TRACED[q]]
+        for arg in args:
+            for fn in (arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]):  # switch's branches
+                what = self._fresh(fn, ctx, anywhere=not ctx.loops)
+                if what:
+                    ctx.report(self, node, message=self.eager_message, fix=self.eager_fix, maker=maker, what=what)
+                    return
 
     @staticmethod
     def _rebuilt_per_call(node: ast.Call, ctx: Ctx) -> bool:

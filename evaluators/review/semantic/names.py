@@ -40,6 +40,18 @@ EAGER_LOOPS = frozenset({"jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loo
                          "brainstate.transform.for_loop", "brainstate.transform.scan",
                          "brainstate.compile.for_loop", "brainstate.compile.scan"})
 CONTROL_FLOW = frozenset(k for k in COMPILED_BODIES if not k.endswith(("shard_map", "pallas_call")))
+# Called outside jit, these trace their function arguments and compile the result on every call
+# whose function is a new object (a lambda, a `functools.partial`, a def made per iteration); the
+# same function object compiles once. Values: the function arguments' keyword names, by position
+# as in COMPILED_BODIES. Measured on jax 0.10.2 (benchmarks/claims/jm301_eager_control_flow.py).
+EAGER_TRACED: dict[str, tuple[str, ...]] = {
+    "jax.lax.scan": ("f",), "jax.lax.fori_loop": ("body_fun",), "jax.lax.while_loop": ("cond_fun", "body_fun"),
+    "jax.lax.cond": ("true_fun", "false_fun"), "jax.lax.switch": ("branches",), "jax.lax.map": ("f",),
+}
+# Solvers that make their loop bodies anew inside every call: called outside jit they compile on
+# every call, whatever function they are given (same measurement).
+EAGER_SOLVERS = frozenset({"jax.scipy.sparse.linalg.cg", "jax.scipy.sparse.linalg.gmres",
+                           "jax.scipy.sparse.linalg.bicgstab", "jax.scipy.optimize.minimize"})
 PALLAS = "jax.experimental.pallas.pallas_call"
 # Transforms whose function argument is traced (values are tracers), without being compiled on
 # their own.

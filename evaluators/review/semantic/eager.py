@@ -1,0 +1,52 @@
+"""Code proven to run eagerly: what no trace could run.
+
+A function the model sees no `jit` around may still be traced: a caller in another file, a user
+of the library, an optimizer's `update` that the training step compiles. What settles it is what
+the code does itself. A tracer cannot be read on the host: `float(loss)`, `loss.item()`,
+`np.asarray(x)`, `jax.device_get(x)` and `x.block_until_ready()` raise under `jit` (a
+ConcretizationTypeError or TracerArrayConversionError), so a function whose own statements do that
+to a device value always runs outside any trace. A module's own statements (a script, a
+notebook's cells) run eagerly too.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic.helpers import own_nodes
+from jaxmem.evaluators.review.semantic.walk import At
+
+_READS = frozenset({"float", "int", "bool", "complex"})
+_READ_METHODS = frozenset({"item", "tolist", "block_until_ready"})
+_READ_FUNCS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
+
+
+def runs_eagerly(analysis, scope) -> bool:
+    """`scope` is the module's, or its own statements read a proven device value on the host."""
+    if scope is analysis.module_scope:
+        return True
+    memo = analysis.memo.setdefault("runs_eagerly", {})
+    key = id(scope.node)  # scopes are not hashable; their nodes live as long as the model
+    if key not in memo:
+        memo[key] = _reads_on_host(At(analysis, scope), scope.node)
+    return memo[key]
+
+
+def _reads_on_host(at: At, fn: ast.AST) -> bool:
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for n in own_nodes(fn):
+        if n.__class__ is not ast.Call:
+            continue
+        func = n.func
+        if isinstance(func, ast.Attribute) and func.attr in _READ_METHODS and not n.args:
+            if func.attr == "block_until_ready" or at.kind(func.value, True) == "jax":
+                return True
+            continue
+        if not n.args:
+            continue
+        q = at.qualname(func)
+        if (q in _READ_FUNCS or (isinstance(func, ast.Name) and func.id in _READS
+                                 and at.analysis.is_builtin(func, at.scope))) \
+                and at.kind(n.args[0], True) == "jax":
+            return True
+    return False
