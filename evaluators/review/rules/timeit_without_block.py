@@ -3,8 +3,10 @@
 What it does
     Flags an IPython `%timeit` line (in a notebook, or a script written as notebook cells) that
     times a call returning a JAX array without waiting for it: `%timeit f(x)` where `f` is
-    jitted, or returns JAX arrays; also `f(x)[0]` (one more queued operation), and a `%%timeit`
-    cell whose last statement is such a call (`C = f(x)`): the timer stops after it.
+    jitted, or returns JAX arrays; also `f(x)[0]` (one more queued operation), an operator on
+    proven JAX arrays (`%timeit A @ x`: dispatched like a call, returned before it is computed),
+    and a `%%timeit` cell whose last statement is such a call (`C = f(x)`): the timer stops after
+    it.
 
 Why is this bad
     JAX dispatches work asynchronously: a jitted call returns as soon as the work is queued.
@@ -37,6 +39,9 @@ class TimeitWithoutBlock(Rule):
     fix = "Time `{what}.block_until_ready()` (or `jax.block_until_ready(...)` around it)."
     node_types = (ast.Call,)
     requires = (TIMEIT_MARKER, TIMEIT_CELL_MARKER)
+    operator_message = ("`{magic} {what}` times a JAX operation that returns before it is computed: it measures "
+                        "dispatch only")
+    operator_fix = "Time `({what}).block_until_ready()` (or `jax.block_until_ready({what})`)."
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not (isinstance(node.func, ast.Name) and node.func.id in (TIMEIT_MARKER, TIMEIT_CELL_MARKER)
@@ -47,6 +52,11 @@ class TimeitWithoutBlock(Rule):
         while isinstance(timed, (ast.Subscript, ast.Attribute)) and not (
                 isinstance(timed, ast.Attribute) and timed.attr in ("block_until_ready", "item", "tolist")):
             timed = timed.value  # `f(x)[0]`, `f(x).T`: one more queued operation on its result
+        if isinstance(timed, (ast.BinOp, ast.UnaryOp)) and ctx.kind(timed) == "jax":
+            what = ast.unparse(shown)
+            ctx.report(self, node, message=self.operator_message, what=what if len(what) <= 60 else what[:57] + "...",
+                       fix=self.operator_fix, magic=magic, sure=ctx.proven(timed))
+            return
         if not isinstance(timed, ast.Call) or _waits(timed, ctx):
             return
         proven = ctx.jit_info(timed.func) is not None or ctx.proven(timed)
