@@ -23,7 +23,7 @@ from jaxmem.evaluators.review.semantic.names import (
     JAX_NON_ARRAY,
 )
 from jaxmem.evaluators.review.semantic.scopes import Scope
-from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
+from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, record_fields_loop, trip_count
 from jaxmem.evaluators.review.semantic.stops import stopped_elsewhere
 from jaxmem.evaluators.review.semantic.syncs import SYNC_METHODS, waited_before, waits_every_iteration
 from jaxmem.evaluators.review.semantic.training import callee, one_step_def, takes_gradients, trains
@@ -197,6 +197,8 @@ def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
     for loop in ctx.loops:
         n = trip_count(loop.iter, a, scope) if isinstance(loop, (ast.For, ast.AsyncFor)) else (
             trip_count(loop.generators[0].iter, a, scope) if isinstance(loop, COMPREHENSIONS) else None)
+        if n is None and record_fields_loop(loop, a, scope):
+            n = 1  # once per field of a record: as hot as the loops around it, no hotter
         if n is None:
             total = None
             break

@@ -272,3 +272,29 @@ def distinct_values(it: ast.AST, analysis: Analysis, scope: Scope) -> int | None
         if isinstance(seq, (ast.List, ast.Tuple)) and seq.elts and not any(isinstance(e, ast.Starred) for e in seq.elts):
             return len({ast.dump(e) for e in seq.elts}) + appended
     return None
+
+
+def record_fields_loop(loop: ast.AST, analysis: Analysis, scope: Scope) -> bool:
+    """`for name, v in stats.items(): print(name, jnp.mean(v))`: a loop over the fields of a
+    record (a dict's keys, items or values) whose body runs no step: it calls nothing jitted,
+    no function of its own module and no bare function it cannot see (a step may hide there).
+    Its trip count is the number of fields the code's structure makes (a model's variables, a
+    step's metrics), not a number of steps or examples: no hot loop by itself, and as hot as the
+    loops around it when nested."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr in ("items", "keys", "values") and not it.args):
+        return False
+    for stmt in loop.body:
+        for n in astutil.walk(stmt):
+            if n.__class__ is not ast.Call:
+                continue
+            func = n.func
+            if analysis.jit_info(func, scope) is not None or analysis.resolve_def(func, scope) is not None:
+                return False
+            if isinstance(func, ast.Name) and not analysis.is_builtin(func, scope) \
+                    and not (analysis.qualname(func) or "").startswith(("jax.", "numpy.")):
+                return False
+    return True
