@@ -126,6 +126,10 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
             # guesses, a host read of it later in the region is the wait.
             if guesses:
                 st_waits = True
+            elif any(ctx.kind(x) == "jax" for x in [*stmt.value.args, *(k.value for k in stmt.value.keywords)]):
+                # Handed device values (a key, arrays) and its result kept: a producer, taken
+                # to queue work as a call on device values does (`final, _ = engine.run(key=k)`).
+                st_runs = True
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             produced.update(x.id for t in targets for x in astutil.walk(t) if isinstance(x, ast.Name))
         if checked and st_runs:
