@@ -197,8 +197,8 @@ def _not_per_step(ctx: Walk, words: tuple[str, ...], sync: bool) -> bool:
     for loop in ctx.loops:
         n = trip_count(loop.iter, a, scope) if isinstance(loop, (ast.For, ast.AsyncFor)) else (
             trip_count(loop.generators[0].iter, a, scope) if isinstance(loop, COMPREHENSIONS) else None)
-        if n is None and record_fields_loop(loop, a, scope):
-            n = 1  # once per field of a record: as hot as the loops around it, no hotter
+        if n is None and (scope is a.module_scope or loop is not ctx.loops[0]) and record_fields_loop(loop, a, scope):
+            n = 1  # once per field: as hot as the loops around it (a function's own may run per step)
         if n is None:
             total = None
             break
