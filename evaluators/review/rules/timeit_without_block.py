@@ -53,9 +53,8 @@ class TimeitWithoutBlock(Rule):
                 isinstance(timed, ast.Attribute) and timed.attr in ("block_until_ready", "item", "tolist")):
             timed = timed.value  # `f(x)[0]`, `f(x).T`: one more queued operation on its result
         if isinstance(timed, (ast.BinOp, ast.UnaryOp)) and ctx.kind(timed) == "jax":
-            what = ast.unparse(shown)
-            ctx.report(self, node, message=self.operator_message, what=what if len(what) <= 60 else what[:57] + "...",
-                       fix=self.operator_fix, magic=magic, sure=ctx.proven(timed))
+            ctx.report(self, node, message=self.operator_message, what=_shown(shown), fix=self.operator_fix,
+                       magic=magic, sure=ctx.proven(timed))
             return
         if not isinstance(timed, ast.Call) or _waits(timed, ctx):
             return
@@ -63,10 +62,14 @@ class TimeitWithoutBlock(Rule):
         # A call of unknown kind that is handed JAX arrays most likely returns one.
         handed = any(ctx.proven(a) for a in [*timed.args, *(k.value for k in timed.keywords)])
         if proven or handed:
-            what = ast.unparse(shown)
-            what = what if len(what) <= 60 else what[:57] + "..."
             # The fix template is filled in once, by report(): `what` may hold braces (a dict literal).
-            ctx.report(self, node, what=what, magic=magic, sure=proven)
+            ctx.report(self, node, what=_shown(shown), magic=magic, sure=proven)
+
+
+def _shown(expr: ast.AST) -> str:
+    """The timed expression as the message quotes it: at most 60 characters."""
+    what = ast.unparse(expr)
+    return what if len(what) <= 60 else what[:57] + "..."
 
 
 def _waits(call: ast.Call, ctx: Ctx) -> bool:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.semantic.helpers import own_nodes
+from jaxmem.evaluators.review.semantic.syncs import HOST_CONVERSIONS, SYNC_BUILTINS, builtin_name
 from jaxmem.evaluators.review.semantic.walk import At
 
-_READS = frozenset({"float", "int", "bool", "complex"})
 _READ_METHODS = frozenset({"item", "tolist", "block_until_ready"})
-_READ_FUNCS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
 
 
 def runs_eagerly(analysis, scope) -> bool:
@@ -25,10 +24,9 @@ def runs_eagerly(analysis, scope) -> bool:
     if scope is analysis.module_scope:
         return True
     memo = analysis.memo.setdefault("runs_eagerly", {})
-    key = id(scope.node)  # scopes are not hashable; their nodes live as long as the model
-    if key not in memo:
-        memo[key] = _reads_on_host(At(analysis, scope), scope.node)
-    return memo[key]
+    if scope.node not in memo:  # keyed by the scope's node: scopes are not hashable
+        memo[scope.node] = _reads_on_host(At(analysis, scope), scope.node)
+    return memo[scope.node]
 
 
 def _reads_on_host(at: At, fn: ast.AST) -> bool:
@@ -44,9 +42,7 @@ def _reads_on_host(at: At, fn: ast.AST) -> bool:
             continue
         if not n.args:
             continue
-        q = at.qualname(func)
-        if (q in _READ_FUNCS or (isinstance(func, ast.Name) and func.id in _READS
-                                 and at.analysis.is_builtin(func, at.scope))) \
+        if (at.qualname(func) in HOST_CONVERSIONS or builtin_name(at, func) in SYNC_BUILTINS) \
                 and at.kind(n.args[0], True) == "jax":
             return True
     return False

@@ -126,7 +126,7 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
             # guesses, a host read of it later in the region is the wait.
             if guesses:
                 st_waits = True
-            elif any(ctx.kind(x) == "jax" for x in [*stmt.value.args, *(k.value for k in stmt.value.keywords)]):
+            elif handed_device_values(stmt.value, ctx):
                 # Handed device values (a key, arrays) and its result kept: a producer, taken
                 # to queue work as a call on device values does (`final, _ = engine.run(key=k)`).
                 st_runs = True
@@ -332,8 +332,12 @@ def may_wait(call: ast.Call, ctx: Walk) -> bool:
         return False  # known library (jax, numpy, time, ...) or a jitted function
     if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "add", "update"):
         return False  # containers keep references; they read nothing
-    args = [*call.args, *(k.value for k in call.keywords)]
-    return any(ctx.kind(a) == "jax" for a in args)
+    return handed_device_values(call, ctx)
+
+
+def handed_device_values(call: ast.Call, ctx: Walk) -> bool:
+    """A positional or keyword argument of `call` is (or is guessed to be) a device array."""
+    return any(ctx.kind(a) == "jax" for a in [*call.args, *(k.value for k in call.keywords)])
 
 
 def prints_only_time(call: ast.Call, ctx: Walk) -> bool:
