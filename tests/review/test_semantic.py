@@ -106,6 +106,40 @@ def test_an_unpacked_literal_tuple_gives_each_name_its_own_kind():
     assert kind(src, 5, "a") == "jax" and kind(src, 5, "b") == "np"
 
 
+def test_numpy_reductions_of_a_device_array_stay_on_the_device():
+    # NumPy's reductions call the argument's own method (`np.mean(x)` is `x.mean()`); ufuncs and
+    # asarray convert. Measured: benchmarks/claims/numpy_functions_on_jax_arrays.py.
+    src = """
+    import jax.numpy as jnp, numpy as np
+    def f(x):
+        y = jnp.tanh(x)
+        m = np.mean(y)
+        e = np.exp(y)
+        a = np.asarray(y)
+        l = np.mean([y, y])
+        return m, e, a, l
+    """
+    assert kind(src, 9, "m") == "jax" and kind(src, 9, "m", strict=True) == "jax"
+    assert kind(src, 9, "e") == "np" and kind(src, 9, "a") == "np"
+    assert kind(src, 9, "l") == "np"  # a list has no `mean`: NumPy converts it
+
+
+def test_the_numpy_functions_taken_to_stay_on_the_device_do_so_on_the_installed_versions():
+    jax = pytest.importorskip("jax")
+    np = pytest.importorskip("numpy")
+    from jaxmem.evaluators.review.semantic.names import NUMPY_DEFERS
+
+    x = jax.numpy.arange(6.0).reshape(2, 3) + 1
+    extra = {"numpy.searchsorted": (1.5,), "numpy.repeat": (2,), "numpy.swapaxes": (0, 1), "numpy.reshape": ((3, 2),),
+             "numpy.moveaxis": (0, 1), "numpy.round": (2,), "numpy.around": (2,)}
+    for q in sorted(NUMPY_DEFERS):
+        arg = x[0] if q == "numpy.searchsorted" else x
+        out = getattr(np, q.split(".", 1)[1])(arg, *extra.get(q, ()))
+        out = out[0] if isinstance(out, tuple) else out
+        assert isinstance(out, jax.Array), q
+    assert not isinstance(np.exp(x), jax.Array) and not isinstance(np.asarray(x), jax.Array)
+
+
 def test_a_function_the_module_differentiates_is_guessed_to_return_device_values():
     # Reduced from a continuation-method trainer (12zzi): `problem.objective` is what jit(grad(.))
     # differentiates, so calling it as it is computes a JAX scalar: the loss formatted each batch.

@@ -1,12 +1,15 @@
 """JM103 numpy-conversion-in-loop
 
 What it does
-    Flags NumPy calls (`np.asarray`, `np.array`, `np.mean`, ...) and `jax.device_get` applied to
-    a JAX array inside an eagerly running Python loop.
+    Flags NumPy calls that convert their argument (`np.asarray`, `np.array`, ufuncs such as
+    `np.exp`, `np.median`, ...) and `jax.device_get` applied to a JAX array inside an eagerly
+    running Python loop. Not NumPy's reductions and shape functions that call the argument's own
+    method (`np.mean(x)` is `x.mean()`: JAX computes it on the device; measured in
+    benchmarks/claims/numpy_functions_on_jax_arrays.py).
 
 Why is this bad
-    Every NumPy call on a device array first copies it to the host, waiting for all queued
-    work: one blocking device->host transfer per iteration, sized like the whole array.
+    Such a call first copies the device array to the host, waiting for all queued work: one
+    blocking device->host transfer per iteration, sized like the whole array.
 
 Example
     for batch in batches:
@@ -24,6 +27,7 @@ import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
+from jaxmem.evaluators.review.semantic.names import defers_to_array
 from jaxmem.evaluators.review.semantic.roles import per_step_read
 
 # NumPy functions that read only shape and dtype: no copy, no wait.
@@ -55,6 +59,8 @@ class NumpyConversionInLoop(Rule):
             return
         if q.startswith("numpy.testing."):
             return  # an assertion has to read the values; keeping them on device is no fix
+        if defers_to_array(q, node, ctx.kind):
+            return  # `np.mean(loss)` is `loss.mean()`: computed by JAX on the device, nothing copied
         values = [a for a in node.args if ctx.kind(a) == "jax"]
         if values and not periodic(ctx) and not not_per_step(ctx, WORDS):
             # Gathering results to the host is what an evaluation loop is for: not reported there.

@@ -36,6 +36,7 @@ from jaxmem.evaluators.review.semantic.names import (
     REPLICATION,
     RETURNS_ARRAYS,
     SCALAR_BUILTINS,
+    defers_to_array,
     keyword,
     numpy_returning,
     pos,
@@ -314,7 +315,7 @@ class KindsMixin:
             if q == "jax.device_get":
                 return "np"
             if q.startswith("numpy.") and q not in NUMPY_NON_ARRAY or numpy_returning(q):
-                return "np"
+                return "jax" if defers_to_array(q, call, lambda e: self.kind(e, scope, strict)) else "np"
             if q in REPLICATION and call.args:
                 # Flax's replicate puts a tree on every device; unreplicate takes shard 0 of each
                 # leaf (`tree_map(lambda x: x[0], tree)`): device arrays stay device arrays.
@@ -395,6 +396,4 @@ class KindsMixin:
     def project_return_kind(self, qualname: str, strict: bool) -> str | None:
         """A function imported from another file of the reviewed tree (project.py): its return kind."""
         facts = self.project.function(qualname) if self.project is not None else None
-        if facts is None:
-            return None
-        return facts.returns_strict if strict else facts.returns
+        return None if facts is None else facts.returns_strict if strict else facts.returns

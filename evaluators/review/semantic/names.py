@@ -142,6 +142,25 @@ HOST_ATTRS = frozenset({
 })
 HOST_METHODS = {"item": "scalar", "tolist": "list", "is_deleted": "scalar", "devices": None,
                 "on_device_size_in_bytes": "scalar", "addressable_data": "jax", "copy_to_host_async": None}
+# NumPy functions that call their argument's own method when it is not a NumPy array
+# (numpy/_core/fromnumeric.py): `np.mean(loss)` on a JAX array is `loss.mean()`, a JAX array
+# computed on the device, with no host copy and no wait (measured on NumPy 2.4.6 and jax 0.10.2:
+# benchmarks/claims/numpy_functions_on_jax_arrays.py). Ufuncs and the rest convert with asarray.
+NUMPY_DEFERS = frozenset("numpy." + n for n in (
+    "sum", "prod", "mean", "std", "var", "max", "min", "amax", "amin", "any", "all", "argmax", "argmin", "cumsum",
+    "cumprod", "round", "around", "reshape", "repeat", "swapaxes", "transpose", "squeeze", "nonzero",
+    "searchsorted", "flip", "moveaxis"))
+
+
+def defers_to_array(q: str | None, call: ast.Call, kind) -> bool:
+    """`np.mean(x)` with `x` a JAX array (`kind(expr)` reads it): JAX computes it on the device.
+    Not a list of arrays (`np.mean([a, b])`): a list has no such method, NumPy converts it."""
+    if q not in NUMPY_DEFERS or not call.args:
+        return False
+    first = call.args[0]
+    return not isinstance(first, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)) and kind(first) == "jax"
+
+
 NUMPY_NON_ARRAY = frozenset({"numpy.shape", "numpy.ndim", "numpy.size", "numpy.dtype", "numpy.prod",
                              "numpy.iinfo", "numpy.finfo", "numpy.issubdtype"})
 # SciPy's array families return NumPy arrays (device inputs are converted first), and a frozen

@@ -10,6 +10,7 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
+from jaxmem.evaluators.review.semantic.names import defers_to_array
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 SYNC_BUILTINS = frozenset({"float", "int", "bool", "complex"})
@@ -67,7 +68,8 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
             q = ctx.qualname(func)
             if q in ("jax.block_until_ready", "jax.device_get"):
                 return True
-            if q is not None and q.startswith("numpy.") and any(ctx.kind(x) == "jax" for x in n.args):
+            if q is not None and q.startswith("numpy.") and any(ctx.kind(x) == "jax" for x in n.args) \
+                    and not defers_to_array(q, n, ctx.kind):
                 return True
             if q is not None and q.startswith("scipy.") and any(_jax_callable(ctx, x) for x in n.args):
                 return True  # `odeint(lambda s, t: f(s, u), ...)`: SciPy turns what f returns into NumPy
@@ -255,7 +257,8 @@ def is_sync(ctx: Walk, node: ast.AST) -> bool:
     q = ctx.qualname(func)
     if q in SYNC_FUNCS:
         return True
-    if q is not None and q.startswith("numpy.") and any(ctx.kind(a) == "jax" for a in node.args):
+    if q is not None and q.startswith("numpy.") and any(ctx.kind(a) == "jax" for a in node.args) \
+            and not defers_to_array(q, node, ctx.kind):
         return True
     if q is not None and q.startswith("scipy.") and any(_jax_callable(ctx, a) for a in node.args):
         return True
