@@ -252,7 +252,7 @@ def _ipython_script(source: str, path: str, notes: list[Note] | None) -> tuple[a
         return None
     if notes is not None:
         notes.append(Note(path, f"{blanked[1]} line(s) of IPython syntax: `!command` and `%magic` lines skipped, `%timeit EXPR` "
-                                f"read as EXPR; the rest reviewed"))
+                                f"and `%time STATEMENT` read as what they time; the rest reviewed"))
     return tree, blanked[0]
 
 

@@ -67,8 +67,8 @@ def _blank_magics(lines: list[str]) -> list[str]:
     if lines and lines[0].lstrip().startswith("%%"):
         # `%%time` and friends run the rest as Python; others (%%bash, %%writefile) are not Python.
         magic = lines[0].strip().split()[0]
-        if magic == "%%timeit":
-            return ["", *_timed_cell(lines[1:])]
+        if magic in CELL_TIMERS:
+            return ["", *_timed_cell(lines[1:], CELL_TIMERS[magic])]
         if magic in PYTHON_CELL_MAGICS:
             return ["", *lines[1:]]
         return ["" for _ in lines]
@@ -90,6 +90,10 @@ def _blank_magics(lines: list[str]) -> list[str]:
             # the same line; anything that is not one expression is blanked like other magics.
             out.append(f"{indent}{TIMEIT_MARKER}({timed})")
             continue
+        timed_once = _timed_statement(stripped)
+        if timed_once is not None:
+            out.append(indent + timed_once)  # `%time y = f(x)`: `y = _time_magic_(f(x))`, y kept bound
+            continue
         if stripped.startswith(("%", "!")) or _HELP.match(line):
             # Inside a block (`if ...:` then `!pip ...`) a blank line would leave the block
             # empty, a syntax error; `pass` at the same indentation keeps it valid.
@@ -108,7 +112,15 @@ def _blank_magics(lines: list[str]) -> list[str]:
 # What a `%timeit EXPR` line becomes in the reviewed source: a call of this name around EXPR.
 TIMEIT_MARKER = "_timeit_magic_"
 TIMEIT_CELL_MARKER = "_timeit_cell_magic_"  # the same for the last statement of a `%%timeit` cell
+# `%time STATEMENT` runs it once and prints the wall time: the same question as `%timeit` (what
+# has the statement waited for when the clock stops?).
+TIME_MARKER = "_time_magic_"
+TIMING_MAGICS = {TIMEIT_MARKER: "%timeit", TIMEIT_CELL_MARKER: "%%timeit", TIME_MARKER: "%time"}
+# A `%%time` cell is not marked: it runs once, and what its earlier statements waited for (a
+# training loop that reads its loss) is most of what it times; its last statement is a detail.
+CELL_TIMERS = {"%%timeit": TIMEIT_CELL_MARKER}
 _TIMEIT = re.compile(r"^%timeit\s+((?:-[A-Za-z]+(?:\s+\d+)?\s+)*)(.+)$")
+_TIME = re.compile(r"^%time\s+(.+)$")
 
 
 def _timed_expression(stripped: str) -> str | None:
@@ -124,12 +136,30 @@ def _timed_expression(stripped: str) -> str | None:
     return expr
 
 
-def _timed_cell(body: list[str]) -> list[str]:
-    """A `%%timeit` cell times its whole body, which ends with its last statement: when that is
-    a call (`C = loop(A, B)`, `f(x)`, also written over several lines, one argument a line), it is
-    marked like a `%timeit` line so JM704 can read what the timer stops after; anything else is
-    left as it is. A statement of several lines is marked on its first and the rest left blank:
-    nothing follows the last statement, so no line moves."""
+def _timed_statement(stripped: str) -> str | None:
+    """`%time f(x)` or `%time y = f(x)` (one target) as the marked statement; None for anything
+    else (blanked like other magics)."""
+    m = _TIME.match(stripped)
+    tree = _tree(m.group(1).strip()) if m else None
+    if tree is None or len(tree.body) != 1:
+        return None
+    stmt = tree.body[0]
+    if isinstance(stmt, ast.Expr):
+        return f"{TIME_MARKER}({ast.unparse(stmt.value)})"
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        # The assignment stays as it is (later cells read the name with its kind) and the marker
+        # names what it bound: JM704 reads the value through the name.
+        target = ast.unparse(stmt.targets[0])
+        return f"{target} = {ast.unparse(stmt.value)}; {TIME_MARKER}(({target}))"
+    return None
+
+
+def _timed_cell(body: list[str], marker: str = TIMEIT_CELL_MARKER) -> list[str]:
+    """A `%%timeit` cell times its whole body, which ends with its last statement:
+    when that is a call (`C = loop(A, B)`, `f(x)`, also written over several lines, one argument a
+    line), it is marked like a `%timeit` line so JM704 can read what the timer stops after;
+    anything else is left as it is. A statement of several lines is marked on its first and the
+    rest left blank: nothing follows the last statement, so no line moves."""
     tree = _tree("\n".join(body))
     last = tree.body[-1] if tree is not None and tree.body else None
     if last is None or last.col_offset != 0:
@@ -142,9 +172,10 @@ def _timed_cell(body: list[str]) -> list[str]:
         return body
     if not isinstance(value, (ast.Call, ast.Subscript)):
         return body
-    marked = f"{TIMEIT_CELL_MARKER}({ast.unparse(value)})"
     out = list(body)
-    out[last.lineno - 1] = f"{target} = {marked}" if target is not None else marked
+    # An assignment stays one (the name keeps its kind for later cells); the marker names it.
+    out[last.lineno - 1] = (f"{target} = {ast.unparse(value)}; {marker}(({target}))" if target is not None
+                            else f"{marker}({ast.unparse(value)})")
     for k in range(last.lineno, last.end_lineno):
         out[k] = ""
     return out
@@ -184,9 +215,10 @@ def blank_script(text: str) -> tuple[str, int] | None:
     lines = text.split("\n")
     prepared = [line if not line.lstrip().startswith("%%") else "" for line in lines]
     for i, line in enumerate(lines):
-        if line.strip().split()[:1] == ["%%timeit"]:
+        magic = line.strip().split()[:1]
+        if magic and magic[0] in CELL_TIMERS:
             end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("# %%")), len(lines))
-            prepared[i + 1:end] = _timed_cell(lines[i + 1:end])
+            prepared[i + 1:end] = _timed_cell(lines[i + 1:end], CELL_TIMERS[magic[0]])
     out = _blank_magics(prepared)
     changed = sum(1 for a, b in zip(lines, out) if a != b)
     if not changed:

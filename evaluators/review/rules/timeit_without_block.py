@@ -6,7 +6,9 @@ What it does
     jitted, or returns JAX arrays; also `f(x)[0]` (one more queued operation), an operator on
     proven JAX arrays (`%timeit A @ x`: dispatched like a call, returned before it is computed),
     and a `%%timeit` cell whose last statement is such a call (`C = f(x)`): the timer stops after
-    it.
+    it. The same for `%time` (`%time y = f(x)`: one run, timed the same way). Not a call that
+    waits by the model's reading (a host read, a NumPy conversion or save, a function of the file
+    whose body reads device values on the host).
 
 Why is this bad
     JAX dispatches work asynchronously: a jitted call returns as soon as the work is queued.
@@ -24,8 +26,11 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.notebook import TIMEIT_CELL_MARKER, TIMEIT_MARKER
+from jaxmem.evaluators.review.notebook import TIME_MARKER, TIMEIT_CELL_MARKER, TIMEIT_MARKER, TIMING_MAGICS
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic.names import pos
+from jaxmem.evaluators.review.semantic.regions import local_waits
+from jaxmem.evaluators.review.semantic.syncs import is_sync
 
 WAITS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array"})
 
@@ -38,22 +43,24 @@ class TimeitWithoutBlock(Rule):
     message = "`{magic} {what}` times a call that returns before its JAX work is done: it measures dispatch only"
     fix = "Time `{what}.block_until_ready()` (or `jax.block_until_ready(...)` around it)."
     node_types = (ast.Call,)
-    requires = (TIMEIT_MARKER, TIMEIT_CELL_MARKER)
+    requires = (TIMEIT_MARKER, TIMEIT_CELL_MARKER, TIME_MARKER)
     operator_message = ("`{magic} {what}` times a JAX operation that returns before it is computed: it measures "
                         "dispatch only")
     operator_fix = "Time `({what}).block_until_ready()` (or `jax.block_until_ready({what})`)."
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
-        if not (isinstance(node.func, ast.Name) and node.func.id in (TIMEIT_MARKER, TIMEIT_CELL_MARKER)
-                and len(node.args) == 1):
+        if not (isinstance(node.func, ast.Name) and node.func.id in TIMING_MAGICS and len(node.args) == 1):
             return
-        magic = "%%timeit" if node.func.id == TIMEIT_CELL_MARKER else "%timeit"
-        shown = timed = node.args[0]
+        magic = TIMING_MAGICS[node.func.id]
+        shown = timed = _assigned(node.args[0], ctx)
+        if timed is None:
+            return
+        at = node if timed is node.args[0] else timed  # `y = f(x)`: at the call, not the marker
         while isinstance(timed, (ast.Subscript, ast.Attribute)) and not (
                 isinstance(timed, ast.Attribute) and timed.attr in ("block_until_ready", "item", "tolist")):
             timed = timed.value  # `f(x)[0]`, `f(x).T`: one more queued operation on its result
         if isinstance(timed, (ast.BinOp, ast.UnaryOp)) and ctx.kind(timed) == "jax":
-            ctx.report(self, node, message=self.operator_message, what=_shown(shown), fix=self.operator_fix,
+            ctx.report(self, at, message=self.operator_message, what=_shown(shown), fix=self.operator_fix,
                        magic=magic, sure=ctx.proven(timed))
             return
         if not isinstance(timed, ast.Call) or _waits(timed, ctx):
@@ -63,7 +70,19 @@ class TimeitWithoutBlock(Rule):
         handed = any(ctx.proven(a) for a in [*timed.args, *(k.value for k in timed.keywords)])
         if proven or handed:
             # The fix template is filled in once, by report(): `what` may hold braces (a dict literal).
-            ctx.report(self, node, what=_shown(shown), magic=magic, sure=proven)
+            ctx.report(self, at, what=_shown(shown), magic=magic, sure=proven)
+
+
+def _assigned(expr: ast.AST, ctx: Ctx) -> ast.AST | None:
+    """What a timed assignment (`%time y = f(x)`, marked as `y = f(x); _time_magic_((y))`)
+    computed: the value bound on the marker's line. Anything but names is the timed expression."""
+    names = expr.elts if isinstance(expr, ast.Tuple) else [expr]
+    if not all(isinstance(n, ast.Name) for n in names):
+        return expr
+    b = ctx.analysis.resolve(names[0].id, ctx.scope, pos(names[0]))
+    if b is None or b.value is None or getattr(b.value, "lineno", None) != expr.lineno:
+        return None
+    return b.value
 
 
 def _shown(expr: ast.AST) -> str:
@@ -73,12 +92,14 @@ def _shown(expr: ast.AST) -> str:
 
 
 def _waits(call: ast.Call, ctx: Ctx) -> bool:
-    """The timed expression already waits: `.block_until_ready()`, a host copy, `float(...)`."""
+    """The timed call itself waits: `.block_until_ready()`, a host copy, `float(...)`, NumPy that
+    converts device values (`np.save(path, f(x))`), or a function of the file whose body reads
+    device values on the host. Not a wait on its inputs (`f(x.block_until_ready())`)."""
     if isinstance(call.func, ast.Attribute) and call.func.attr in ("block_until_ready", "item", "tolist"):
         return True
     if isinstance(call.func, ast.Name) and call.func.id in ("float", "int", "print"):
         return True
-    return ctx.qualname(call.func) in WAITS
+    return ctx.qualname(call.func) in WAITS or is_sync(ctx, call) or local_waits(call, ctx)
 
 
 RULE = TimeitWithoutBlock()
