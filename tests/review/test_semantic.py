@@ -140,6 +140,14 @@ def test_the_numpy_functions_taken_to_stay_on_the_device_do_so_on_the_installed_
     assert not isinstance(np.exp(x), jax.Array) and not isinstance(np.asarray(x), jax.Array)
 
 
+def test_jax_configuration_options_known_to_the_reviewer_are_options_of_the_installed_jax():
+    jax = pytest.importorskip("jax")
+    from jaxmem.evaluators.review.semantic.jax_config import OPTIONS, config_option
+
+    assert {"jax_" + name for name in OPTIONS} <= set(jax.config.values)
+    assert config_option("JAX_PLATFORMS") == "jax_platforms" and config_option("JAX_ATTENTION_IMPL") is None
+
+
 def test_a_function_the_module_differentiates_is_guessed_to_return_device_values():
     # Reduced from a continuation-method trainer (12zzi): `problem.objective` is what jit(grad(.))
     # differentiates, so calling it as it is computes a JAX scalar: the loss formatted each batch.

@@ -1,16 +1,22 @@
 """JM601 xla-env-after-backend-start
 
 What it does
-    Flags module code that sets an `XLA_*` variable (`XLA_PYTHON_CLIENT_PREALLOCATE`,
-    `XLA_PYTHON_CLIENT_MEM_FRACTION`, `XLA_PYTHON_CLIENT_ALLOCATOR`, `XLA_FLAGS`, ...) or
-    `TF_GPU_ALLOCATOR` in `os.environ` after something in the module has started a JAX
+    Flags a `JAX_*` configuration variable (`JAX_PLATFORMS`, `JAX_ENABLE_X64`, ...) set after
+    the module's own `import jax`: JAX reads those when it is imported (measured on jax 0.10.2:
+    semantic/jax_config.py). And module code that sets an `XLA_*` variable
+    (`XLA_PYTHON_CLIENT_PREALLOCATE`, `XLA_PYTHON_CLIENT_MEM_FRACTION`,
+    `XLA_PYTHON_CLIENT_ALLOCATOR`, `XLA_FLAGS`, ...) or `TF_GPU_ALLOCATOR` in `os.environ`
+    after something in the module has started a JAX
     backend: a JAX operation (`jnp.ones`, `jax.random.key`), `jax.devices()`,
     `jax.device_count()`, `jax.default_backend()`, a jitted call, or a module function that
     does one of those.
 
 Why is this bad
-    JAX reads these variables once, when the backend starts (the first operation or device
-    query), not at import. Set after that they are silently ignored. Set after `import jax`
+    `JAX_*` configuration variables are read once, at `import jax`: `JAX_ENABLE_X64=1` set after
+    it leaves 64-bit mode off (measured), `JAX_PLATFORMS=cpu` leaves a GPU as the default device
+    (a GPU-only effect, not measurable here). The `XLA_*` variables are read once, when the
+    backend starts (the first operation or device query), not at import. Set after that they are
+    silently ignored. Set after `import jax`
     but before anything starts a backend they still work: verified on jax 0.10.2, where
     `XLA_FLAGS=--xla_force_host_platform_device_count=4` set after `import jax` gave 4 CPU
     devices, and 1 when a `jnp.ones(3)` ran first. (On the CPU backend the
@@ -34,6 +40,7 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import ENV_CALLS, describe, env_writes, in_module_code
+from jaxmem.evaluators.review.semantic.jax_config import config_option, module_imports_jax, updated_options
 from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
 
 # Calls that start a backend (device queries and anything that makes an array).
@@ -61,13 +68,19 @@ class XlaEnvAfterBackendStart(Rule):
     fix = "Set the variable before anything touches a device: at the top of the entry script (before `import jax` is safest) or in the environment that launches Python."
     node_types = (ast.Assign, ast.Call)
     call_names = ENV_CALLS
-    requires = ('XLA_', 'TF_GPU_ALLOCATOR')
+    requires = ('XLA_', 'TF_GPU_ALLOCATOR', 'JAX_')
+    import_message = ("`{key}` is set after `import jax` (line {line}): JAX reads its `JAX_*` configuration variables "
+                      "when it is imported, so this has no effect")
+    import_fix = ("Set it before `import jax` (or in the environment that launches Python), or call "
+                  "`jax.config.update(\"{option}\", ...)` before anything touches a device.")
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         first = ctx.analysis.imports_jax_line
         if first is None or node.lineno <= first:
             return
-        keys = [k for k, _v in env_writes(ctx, node) if k.startswith("XLA_") or k == "TF_GPU_ALLOCATOR"]
+        writes = env_writes(ctx, node)
+        self._after_import(node, [k for k, _v in writes if config_option(k)], ctx)
+        keys = [k for k, _v in writes if k.startswith("XLA_") or k == "TF_GPU_ALLOCATOR"]
         if not keys:
             return
         if in_module_code(ctx):
@@ -82,6 +95,26 @@ class XlaEnvAfterBackendStart(Rule):
             return
         for key in keys:
             ctx.report(self, node, topic=topic_for(key), key=key, line=started.lineno, what=describe(started))
+
+    def _after_import(self, node: ast.AST, keys: list[str], ctx: Ctx) -> None:
+        """`JAX_*` configuration variables are read at `import jax` (semantic/jax_config.py): set in
+        module code after the module's own import, or in a function of a module that imports jax
+        at its top level (the function runs after that import), they change nothing."""
+        a = ctx.analysis
+        if keys and any("update(" in line for line in a.lines):
+            keys = [k for k in keys if config_option(k) not in _updated(a)]
+        if not keys:
+            return
+        imported = module_imports_jax(a.tree)
+        if imported is None or (in_module_code(ctx) and node.lineno <= imported):
+            return
+        if not in_module_code(ctx) and (ctx.scope.traced or not isinstance(
+                ctx.scope.node, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            return
+        for key in keys:
+            option = config_option(key)
+            ctx.report(self, node, message=self.import_message, fix=self.import_fix, key=key, line=imported,
+                       option=option, topic="mixed-precision" if option == "jax_enable_x64" else None)
 
     def _backend_start(self, ctx: Ctx, after: int, node: ast.AST) -> ast.Call | None:
         """The first call in module code after line `after` and before `node` that starts a
@@ -117,6 +150,12 @@ class XlaEnvAfterBackendStart(Rule):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return any(self._starts(c, ctx, 1) for stmt in fn.body for c in _calls(stmt))
         return False
+
+
+def _updated(a) -> set[str]:
+    if "jax_config_updates" not in a.memo:
+        a.memo["jax_config_updates"] = updated_options(a.tree, a.qualname)
+    return a.memo["jax_config_updates"]
 
 
 def _calls(stmt: ast.AST):
