@@ -175,12 +175,15 @@ def waited_before(ctx: Walk, loop: ast.AST | None) -> bool:
 
 # What an inner loop that only copies results may call besides host reads: container methods.
 _CONTAINER_METHODS = frozenset({"append", "extend", "update", "setdefault", "add", "items", "keys", "values", "get"})
+# Of those, the ones that only read a dict: a JAX array has none of them, so a value that has them
+# is a container even when it holds device arrays (`for k, v in aux.items()` over a step's metrics).
+_DICT_READS = frozenset({"items", "keys", "values", "get"})
 
 
 def _only_copies(ctx: Walk, loop: ast.AST) -> bool:
     """An inner loop that does nothing with device values but read them into host containers:
     every call is a host read, a builtin or a container method, and no operator touches a
-    device value (`(d < eps).any()`, `x[k] * 2` queue work of their own)."""
+    device value (`(d < eps).any()`, `x[k] * 2` queue work of their own; `"val/" + k` does not)."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
     for n in astutil.walk(loop):
@@ -188,10 +191,15 @@ def _only_copies(ctx: Walk, loop: ast.AST) -> bool:
             func = n.func
             if is_sync(ctx, n) or builtin_name(ctx, func) is not None:
                 continue
-            if isinstance(func, ast.Attribute) and func.attr in _CONTAINER_METHODS and ctx.kind(func.value) != "jax":
+            if isinstance(func, ast.Attribute) and (func.attr in _DICT_READS or (
+                    func.attr in _CONTAINER_METHODS and ctx.kind(func.value) != "jax")):
                 continue
             return False
-        if isinstance(n, (ast.BinOp, ast.Compare, ast.UnaryOp, ast.If, ast.While)):
+        if isinstance(n, (ast.If, ast.While)):
+            return False
+        if isinstance(n, (ast.BinOp, ast.UnaryOp)) and ctx.kind(n) == "jax":
+            return False  # an operation on device values queues work (`x[k] * 2`); `"val/" + k` does not
+        if isinstance(n, ast.Compare) and any(ctx.kind(x) == "jax" for x in (n.left, *n.comparators)):
             return False
     return True
 
