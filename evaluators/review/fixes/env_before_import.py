@@ -1,4 +1,4 @@
-"""JM601 fix: move an XLA environment variable set too late to before the first import.
+"""JM601 fix: move an `XLA_*` or `JAX_*` environment variable set too late to before the first import.
 
     import jax                                        import os
     print(jax.devices())                              os.environ["XLA_FLAGS"] = "..."
