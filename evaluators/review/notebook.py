@@ -67,8 +67,8 @@ def _blank_magics(lines: list[str]) -> list[str]:
     if lines and lines[0].lstrip().startswith("%%"):
         # `%%time` and friends run the rest as Python; others (%%bash, %%writefile) are not Python.
         magic = lines[0].strip().split()[0]
-        if magic in CELL_TIMERS:
-            return ["", *_timed_cell(lines[1:], CELL_TIMERS[magic])]
+        if magic == "%%timeit":
+            return ["", *_timed_cell(lines[1:])]
         if magic in PYTHON_CELL_MAGICS:
             return ["", *lines[1:]]
         return ["" for _ in lines]
@@ -115,10 +115,9 @@ TIMEIT_CELL_MARKER = "_timeit_cell_magic_"  # the same for the last statement of
 # `%time STATEMENT` runs it once and prints the wall time: the same question as `%timeit` (what
 # has the statement waited for when the clock stops?).
 TIME_MARKER = "_time_magic_"
-TIMING_MAGICS = {TIMEIT_MARKER: "%timeit", TIMEIT_CELL_MARKER: "%%timeit", TIME_MARKER: "%time"}
 # A `%%time` cell is not marked: it runs once, and what its earlier statements waited for (a
 # training loop that reads its loss) is most of what it times; its last statement is a detail.
-CELL_TIMERS = {"%%timeit": TIMEIT_CELL_MARKER}
+TIMING_MAGICS = {TIMEIT_MARKER: "%timeit", TIMEIT_CELL_MARKER: "%%timeit", TIME_MARKER: "%time"}
 _TIMEIT = re.compile(r"^%timeit\s+((?:-[A-Za-z]+(?:\s+\d+)?\s+)*)(.+)$")
 _TIME = re.compile(r"^%time\s+(.+)$")
 
@@ -154,7 +153,7 @@ def _timed_statement(stripped: str) -> str | None:
     return None
 
 
-def _timed_cell(body: list[str], marker: str = TIMEIT_CELL_MARKER) -> list[str]:
+def _timed_cell(body: list[str]) -> list[str]:
     """A `%%timeit` cell times its whole body, which ends with its last statement:
     when that is a call (`C = loop(A, B)`, `f(x)`, also written over several lines, one argument a
     line), it is marked like a `%timeit` line so JM704 can read what the timer stops after;
@@ -174,8 +173,8 @@ def _timed_cell(body: list[str], marker: str = TIMEIT_CELL_MARKER) -> list[str]:
         return body
     out = list(body)
     # An assignment stays one (the name keeps its kind for later cells); the marker names it.
-    out[last.lineno - 1] = (f"{target} = {ast.unparse(value)}; {marker}(({target}))" if target is not None
-                            else f"{marker}({ast.unparse(value)})")
+    out[last.lineno - 1] = (f"{target} = {ast.unparse(value)}; {TIMEIT_CELL_MARKER}(({target}))"
+                            if target is not None else f"{TIMEIT_CELL_MARKER}({ast.unparse(value)})")
     for k in range(last.lineno, last.end_lineno):
         out[k] = ""
     return out
@@ -215,10 +214,9 @@ def blank_script(text: str) -> tuple[str, int] | None:
     lines = text.split("\n")
     prepared = [line if not line.lstrip().startswith("%%") else "" for line in lines]
     for i, line in enumerate(lines):
-        magic = line.strip().split()[:1]
-        if magic and magic[0] in CELL_TIMERS:
+        if line.strip().split()[:1] == ["%%timeit"]:
             end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("# %%")), len(lines))
-            prepared[i + 1:end] = _timed_cell(lines[i + 1:end], CELL_TIMERS[magic[0]])
+            prepared[i + 1:end] = _timed_cell(lines[i + 1:end])
     out = _blank_magics(prepared)
     changed = sum(1 for a, b in zip(lines, out) if a != b)
     if not changed:

@@ -102,7 +102,7 @@ class XlaEnvAfterBackendStart(Rule):
         at its top level (the function runs after that import), they change nothing."""
         a = ctx.analysis
         if keys and any("update(" in line for line in a.lines):
-            keys = [k for k in keys if config_option(k) not in _updated(a)]
+            keys = [k for k in keys if config_option(k) not in updated_options(a)]
         if not keys:
             return
         imported = module_imports_jax(a.tree)
@@ -150,12 +150,6 @@ class XlaEnvAfterBackendStart(Rule):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return any(self._starts(c, ctx, 1) for stmt in fn.body for c in _calls(stmt))
         return False
-
-
-def _updated(a) -> set[str]:
-    if "jax_config_updates" not in a.memo:
-        a.memo["jax_config_updates"] = updated_options(a.tree, a.qualname)
-    return a.memo["jax_config_updates"]
 
 
 def _calls(stmt: ast.AST):

@@ -85,14 +85,17 @@ def module_imports_jax(tree: ast.Module) -> int | None:
     return None
 
 
-def updated_options(tree: ast.Module, qualname) -> set[str]:
-    """Options the module sets with `jax.config.update("jax_...", value)` anywhere: the same
-    setting written to the environment as well (a common belt-and-braces pair) loses nothing."""
-    out = set()
-    for n in ast.walk(tree):
-        if (isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant)
-                and isinstance(n.args[0].value, str) and qualname(n.func) == "jax.config.update"):
-            out.add(n.args[0].value)
-            if n.args[0].value in _SAME:
-                out.add(_SAME[n.args[0].value])
-    return out
+def updated_options(a) -> set[str]:
+    """Options the module (`a`, its model) sets with `jax.config.update("jax_...", value)`
+    anywhere, once per file: the same setting written to the environment as well (a common
+    belt-and-braces pair) loses nothing."""
+    if "jax_config_updates" not in a.memo:
+        out = set()
+        for n in ast.walk(a.tree):
+            if (isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant)
+                    and isinstance(n.args[0].value, str) and a.qualname(n.func) == "jax.config.update"):
+                out.add(n.args[0].value)
+                if n.args[0].value in _SAME:
+                    out.add(_SAME[n.args[0].value])
+        a.memo["jax_config_updates"] = out
+    return a.memo["jax_config_updates"]

@@ -68,11 +68,8 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
             q = ctx.qualname(func)
             if q in ("jax.block_until_ready", "jax.device_get"):
                 return True
-            if q is not None and q.startswith("numpy.") and any(ctx.kind(x) == "jax" for x in n.args) \
-                    and not defers_to_array(q, n, ctx.kind):
+            if _library_reads(ctx, q, n):
                 return True
-            if q is not None and q.startswith("scipy.") and any(_jax_callable(ctx, x) for x in n.args):
-                return True  # `odeint(lambda s, t: f(s, u), ...)`: SciPy turns what f returns into NumPy
             if builtin_name(ctx, func) in SYNC_BUILTINS and n.args and ctx.kind(n.args[0]) == "jax":
                 return True
         elif isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
@@ -254,6 +251,18 @@ def _queues(ctx: Walk, stmt: ast.stmt) -> bool:
             return True
     return False
 
+def _library_reads(ctx: Walk, q: str | None, call: ast.Call) -> bool:
+    """A library call that reads device values on the host: NumPy handed a device array converts
+    it (unless it hands the call to the array's own method: `np.mean(x)` is `x.mean()`), SciPy
+    handed a function that returns device arrays (`odeint(lambda s, t: f(s, u), ...)`) turns what
+    it returns into NumPy."""
+    if q is None:
+        return False
+    if q.startswith("numpy."):
+        return any(ctx.kind(a) == "jax" for a in call.args) and not defers_to_array(q, call, ctx.kind)
+    return q.startswith("scipy.") and any(_jax_callable(ctx, a) for a in call.args)
+
+
 def is_sync(ctx: Walk, node: ast.AST) -> bool:
     """A call that waits for device results: block_until_ready, a host read, print of an array,
     a NumPy function applied to a device array."""
@@ -265,10 +274,7 @@ def is_sync(ctx: Walk, node: ast.AST) -> bool:
     q = ctx.qualname(func)
     if q in SYNC_FUNCS:
         return True
-    if q is not None and q.startswith("numpy.") and any(ctx.kind(a) == "jax" for a in node.args) \
-            and not defers_to_array(q, node, ctx.kind):
-        return True
-    if q is not None and q.startswith("scipy.") and any(_jax_callable(ctx, a) for a in node.args):
+    if _library_reads(ctx, q, node):
         return True
     name = builtin_name(ctx, func)
     return name in SYNC_BUILTINS or name == "print"
