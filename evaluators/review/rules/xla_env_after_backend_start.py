@@ -5,18 +5,25 @@ What it does
     the module's own `import jax`: JAX reads those when it is imported (measured on jax 0.10.2:
     semantic/jax_config.py). And module code that sets an `XLA_*` variable
     (`XLA_PYTHON_CLIENT_PREALLOCATE`, `XLA_PYTHON_CLIENT_MEM_FRACTION`,
-    `XLA_PYTHON_CLIENT_ALLOCATOR`, `XLA_FLAGS`, ...) or `TF_GPU_ALLOCATOR` in `os.environ`
-    after something in the module has started a JAX
+    `XLA_PYTHON_CLIENT_ALLOCATOR`, `XLA_FLAGS`, ...), `TF_GPU_ALLOCATOR`, or one of CUDA's
+    device variables (`CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`) in `os.environ` after
+    something in the module has started a JAX
     backend: a JAX operation (`jnp.ones`, `jax.random.key`), `jax.devices()`,
     `jax.device_count()`, `jax.default_backend()`, a jitted call, or a module function that
-    does one of those.
+    does one of those. Not flagged: a write followed, in the same function or module code, by
+    the start of a child process (`subprocess.*`, `os.system`, `multiprocessing`), which reads
+    the environment afresh.
 
 Why is this bad
     `JAX_*` configuration variables are read once, at `import jax`: `JAX_ENABLE_X64=1` set after
     it leaves 64-bit mode off (measured), `JAX_PLATFORMS=cpu` leaves a GPU as the default device
     (a GPU-only effect, not measurable here). The `XLA_*` variables are read once, when the
     backend starts (the first operation or device query), not at import. Set after that they are
-    silently ignored. Set after `import jax`
+    silently ignored. CUDA reads `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` once, when the
+    driver initialises (CUDA C Programming Guide, "CUDA Environment Variables"), which JAX's
+    GPU backend does when it starts: set later, the process keeps every GPU (and JAX's first
+    array preallocates on the default one). A GPU-only effect, not measurable here. Set after
+    `import jax`
     but before anything starts a backend they still work: verified on jax 0.10.2, where
     `XLA_FLAGS=--xla_force_host_platform_device_count=4` set after `import jax` gave 4 CPU
     devices, and 1 when a `jnp.ones(3)` ran first. (On the CPU backend the
@@ -51,7 +58,16 @@ STARTS_BACKEND = frozenset({
 })
 
 
+# Read by the CUDA driver when it initialises, which the GPU backend's start does.
+CUDA_KEYS = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
+# Calls that start another process, which reads the environment as it is then.
+CHILD_PROCESS_PREFIXES = ("subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "multiprocessing.")
+CHILD_PROCESS_CALLS = frozenset({"os.system", "os.popen", "os.fork"})
+
+
 def topic_for(key: str) -> str:
+    if key in CUDA_KEYS:
+        return "gpu-sharing-mps-mig"
     if "MEM_FRACTION" in key:
         return "gpu-memory-fraction"
     if "ALLOCATOR" in key:
@@ -68,7 +84,7 @@ class XlaEnvAfterBackendStart(Rule):
     fix = "Set the variable before anything touches a device: at the top of the entry script (before `import jax` is safest) or in the environment that launches Python."
     node_types = (ast.Assign, ast.Call)
     call_names = ENV_CALLS
-    requires = ('XLA_', 'TF_GPU_ALLOCATOR', 'JAX_')
+    requires = ('XLA_', 'TF_GPU_ALLOCATOR', 'JAX_', 'CUDA_')
     import_message = ("`{key}` is set after `import jax` (line {line}): JAX reads its `JAX_*` configuration variables "
                       "when it is imported, so this has no effect")
     import_fix = ("Set it before `import jax` (or in the environment that launches Python), or call "
@@ -80,8 +96,8 @@ class XlaEnvAfterBackendStart(Rule):
             return
         writes = env_writes(ctx, node)
         self._after_import(node, [k for k, _v in writes if config_option(k)], ctx)
-        keys = [k for k, _v in writes if k.startswith("XLA_") or k == "TF_GPU_ALLOCATOR"]
-        if not keys:
+        keys = [k for k, _v in writes if k.startswith("XLA_") or k == "TF_GPU_ALLOCATOR" or k in CUDA_KEYS]
+        if not keys or self._child_follows(ctx, node):
             return
         if in_module_code(ctx):
             started = self._backend_start(ctx, first, node)
@@ -115,6 +131,24 @@ class XlaEnvAfterBackendStart(Rule):
             option = config_option(key)
             ctx.report(self, node, message=self.import_message, fix=self.import_fix, key=key, line=imported,
                        option=option, topic="mixed-precision" if option == "jax_enable_x64" else None)
+
+    def _child_follows(self, ctx: Ctx, node: ast.AST) -> bool:
+        """A process started after the write in the same function (or module code) inherits the
+        environment as it is then: the setting is for it (`os.environ["CUDA_VISIBLE_DEVICES"] = str(i)`
+        before `subprocess.Popen(...)`), not for this process's backend."""
+        scope = ctx.scope.node
+        body = ctx.analysis.tree.body if in_module_code(ctx) else getattr(scope, "body", [])
+        after = (node.lineno, node.col_offset)
+        for stmt in body:
+            if getattr(stmt, "end_lineno", stmt.lineno) < node.lineno:
+                continue
+            for call in _calls(stmt):
+                if (call.lineno, call.col_offset) <= after:
+                    continue
+                q = ctx.qualname(call.func) or ""
+                if q in CHILD_PROCESS_CALLS or q.startswith(CHILD_PROCESS_PREFIXES):
+                    return True
+        return False
 
     def _backend_start(self, ctx: Ctx, after: int, node: ast.AST) -> ast.Call | None:
         """The first call in module code after line `after` and before `node` that starts a
