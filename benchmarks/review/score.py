@@ -39,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # (an eager `.at[].set` copy per iteration) say; and `host-roundtrip` for per-element reads
 # (`vocab[x.item()]` per token, `int(idx[i])` per node), which is what JM101/JM104 say. Before, those
 # findings at the case's line did not count (LEGACY_KIND_CODES, printed beside for comparison).
+# From the twenty-first stop (before 12zzzk/12zzzl ran): `list-accumulation` also counts JM505 (an
+# array grown by `jnp.append`/`concatenate` every iteration is an accumulation across steps, the
+# builders' word for 12zzzj's case of it), and `other` counts the new JM506 (a discarded result).
 LEGACY_KIND_CODES = {
     "python-loop-not-scan": {"JM503", "JM504"}, "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"},
 }
@@ -46,10 +49,10 @@ KIND_CODES = {
     "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM105", "JM011"},
     "timing-no-block": {"JM701", "JM704"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
     "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM308", "JM309", "JM014"},
-    "xla-env-late": {"JM601"}, "list-accumulation": {"JM803"},
+    "xla-env-late": {"JM601"}, "list-accumulation": {"JM803", "JM505"},
     "python-loop-not-scan": {"JM503", "JM504", "JM304", "JM305", "JM307", "JM501"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013", "JM101", "JM104"}, "captured-constant": {"JM302", "JM306"},
-    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505"},
+    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505", "JM506"},
 }
 
 

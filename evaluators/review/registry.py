@@ -86,7 +86,9 @@ def measured_precision() -> dict[str, str]:
     doc = calibration.record()
     demoted = calibration.demoted()
     out = {code: (f"{v['precision']:.2f} ({v['tp']} of {v['tp'] + v['fp']})" if v.get("tp", 0) + v.get("fp", 0)
-                  else "no sure findings") + ("; reported as possible" if code in demoted else "")
+                  else "no sure findings")
+           + (f"; reported as possible (estimate {calibration.estimate(v['tp'], v['fp']):.3f} below the "
+              f"{calibration.FLOOR:.2f} floor)" if code in demoted else "")
            for code, v in (doc.get("rules") or {}).items()}
     for r in all_rules():
         if r.record_from and r.code not in out:
