@@ -10,7 +10,7 @@ from jaxmem.evaluators.review import calibration, notebook, semantic
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.semantic import iterations, loops, roles
+from jaxmem.evaluators.review.semantic import iterations, jax_use, loops, roles
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.walk import At
 
@@ -260,6 +260,8 @@ def _check_tree(tree: ast.Module, source: str, lines: list[str], path: str, rule
                 card_url: Callable[[str], str], project, kept_model=None) -> list[Finding]:
     seen = source + (project.prefilter_text(source) if project is not None else "")
     rules = [r for r in rules if not r.requires or any(s in seen for s in r.requires)]
+    if not jax_use.touches_jax(source, project):
+        rules = [r for r in rules if not r.needs_jax]
     if not rules:
         return []
     module = project.module_of(path) if project is not None else None

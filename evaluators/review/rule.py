@@ -32,6 +32,9 @@ class Rule:
     # The engine calls `check` only inside eagerly running loops (most code is not), which
     # saves one Python call per node per rule elsewhere.
     only_in_host_loops: ClassVar[bool] = False
+    # About JAX work: not run on a file that neither names JAX nor imports a module of the tree
+    # that does (semantic/jax_use.py). False for rules about the process's environment variables.
+    needs_jax: ClassVar[bool] = True
     # For Call rules: the resolved names (or "prefix." entries) of the functions the rule is
     # about; the engine calls `check` only for those calls. Empty: every call.
     call_names: ClassVar[frozenset[str]] = frozenset()

@@ -1531,3 +1531,22 @@ def test_a_snippet_without_imports_reads_the_conventional_names():
     assert imported.aliases.get("jnp") == "numpy"
     found = engine.check_source(src, "snippet.py", [registry.by_code()["JM305"]], lambda c: "", None, None)
     assert [f.code for f in found] == ["JM305"], found
+
+
+def test_jax_use_follows_the_tree_imports_of_a_file_that_names_no_jax(tmp_path: Path):
+    # A file with no JAX word touches JAX when a tree module it imports (through package
+    # re-exports) does; a PyTorch trainer that imports PyTorch helpers of the tree does not.
+    from jaxmem.evaluators.review.semantic import jax_use
+    from jaxmem.evaluators.review.semantic.project import Project
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .steps import train_step\n")
+    (tmp_path / "pkg" / "steps.py").write_text("import jax\n\n@jax.jit\ndef train_step(w):\n    return w\n")
+    (tmp_path / "pkg" / "torch_helpers.py").write_text("import torch\n\ndef evaluate(m):\n    return float(m())\n")
+    files = {"pkg": str(tmp_path / "pkg" / "__init__.py"), "pkg.steps": str(tmp_path / "pkg" / "steps.py"),
+             "pkg.torch_helpers": str(tmp_path / "pkg" / "torch_helpers.py")}
+    project = Project(files)
+    assert jax_use.touches_jax("from pkg import train_step\n", project)
+    assert not jax_use.touches_jax("import time\nfrom pkg.torch_helpers import evaluate\n", project)
+    assert not jax_use.touches_jax("import torch\n", None)
+    assert jax_use.touches_jax("import flax.linen as nn\n", None)

@@ -28,6 +28,7 @@ KEYS = ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION")
 
 class BothMemFractionVars(Rule):
     code = "JM602"
+    needs_jax = False  # an environment variable the process reads, whatever this file imports
     name = "both-mem-fraction-vars"
     topic = "gpu-memory-fraction"
     severity = "error"

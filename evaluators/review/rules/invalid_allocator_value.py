@@ -28,6 +28,7 @@ VALID = ("default", "platform", "bfc", "cuda_async", "vmm")
 
 class InvalidAllocatorValue(Rule):
     code = "JM605"
+    needs_jax = False  # an environment variable the process reads, whatever this file imports
     name = "invalid-allocator-value"
     topic = "gpu-allocator"
     severity = "error"

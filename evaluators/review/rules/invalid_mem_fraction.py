@@ -26,6 +26,7 @@ from jaxmem.evaluators.review.rules._util import ENV_CALLS, const_str, env_write
 
 class InvalidMemFraction(Rule):
     code = "JM603"
+    needs_jax = False  # an environment variable the process reads, whatever this file imports
     name = "invalid-mem-fraction"
     topic = "gpu-memory-fraction"
     severity = "error"

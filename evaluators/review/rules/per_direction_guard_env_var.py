@@ -29,6 +29,7 @@ KEYS = frozenset({"JAX_TRANSFER_GUARD_HOST_TO_DEVICE", "JAX_TRANSFER_GUARD_DEVIC
 
 class PerDirectionGuardEnvVar(Rule):
     code = "JM205"
+    needs_jax = False  # an environment variable the process reads, whatever this file imports
     name = "per-direction-guard-env-var"
     topic = "transfer-guard"
     severity = "warning"

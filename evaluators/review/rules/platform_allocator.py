@@ -24,6 +24,7 @@ from jaxmem.evaluators.review.rules._util import ENV_CALLS, const_str, env_write
 
 class PlatformAllocator(Rule):
     code = "JM604"
+    needs_jax = False  # an environment variable the process reads, whatever this file imports
     name = "platform-allocator"
     topic = "gpu-allocator"
     severity = "info"

@@ -29,6 +29,7 @@ ON = ("true", "True", "1")
 
 class PreallocateValueNotFalse(Rule):
     code = "JM606"
+    needs_jax = False  # an environment variable the process reads, whatever this file imports
     name = "preallocate-value-not-false"
     topic = "gpu-preallocation"
     severity = "error"

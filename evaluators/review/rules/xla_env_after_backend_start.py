@@ -77,6 +77,7 @@ def topic_for(key: str) -> str:
 
 class XlaEnvAfterBackendStart(Rule):
     code = "JM601"
+    needs_jax = False  # an environment variable the process reads, whatever this file imports
     name = "xla-env-after-backend-start"
     topic = "gpu-preallocation"
     severity = "warning"
