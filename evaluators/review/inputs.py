@@ -22,7 +22,7 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "__pycache__", "n
 BINARY_PROBE = 8192
 TEST_DIRS = frozenset({"tests", "test"})
 _TEST_NAME = re.compile(r"^(test_.*|.*_test|conftest)\.(py|ipynb)$")
-TESTS_NOTE = ("test files not reviewed (tests/, test_*.py, *_test.py, conftest.py); "
+TESTS_NOTE = ("test files not reviewed (tests/, conftest.py, and test_*.py or *_test.py files that hold tests or do not run as scripts); "
               "--include-tests or `include-tests = true` in [tool.jaxmem] reviews them")
 
 
@@ -30,6 +30,37 @@ def is_test_path(rel: str) -> bool:
     """A test file by the usual layout: under tests/ or test/, or named test_*.py, *_test.py, conftest.py."""
     parts = rel.replace("\\", "/").split("/")
     return any(p in TEST_DIRS for p in parts[:-1]) or bool(_TEST_NAME.match(parts[-1]))
+
+
+# What makes a file a test: a test a runner collects (`def test_*`, `class Test*`), or a test
+# framework's import (pytest, unittest, hypothesis, absltest, JAX's own test_util).
+_TEST_CONTENT = re.compile(
+    rb"^[ \t]*(async[ \t]+)?def[ \t]+test|^[ \t]*class[ \t]+Test"
+    rb"|^[ \t]*(import|from)[ \t]+(pytest|unittest|hypothesis|absl\.testing|nose)\b|test_util",
+    re.MULTILINE)
+# What makes it a script: a `__main__` block, or a loop at the top level of the module (a helper
+# module of a test suite defines things; at most it configures something at import).
+_RUNS = re.compile(rb"^(if[ \t]+__name__[ \t]*==|for[ \t]|while[ \t])", re.MULTILINE)
+
+
+def is_test_script(rel: str, path: str | Path) -> bool:
+    """A file named like a test (test_*.py, *_test.py) outside any tests/ folder that holds no
+    test and runs as a script: `test_resnet_cifar.py` timing a model on the test split. Such a
+    file is reviewed like any script: what it runs is real use, and no test runner collects it.
+    A notebook always runs its cells. Everything under tests/ or test/ stays a test suite's (its
+    tools, fixtures and benchmarks serve the tests); unreadable files count as tests."""
+    parts = rel.replace("\\", "/").split("/")
+    if any(p in TEST_DIRS for p in parts[:-1]) or parts[-1].startswith("conftest."):
+        return False
+    path = str(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(2_000_000)
+    except OSError:
+        return False
+    if _TEST_CONTENT.search(raw):
+        return False
+    return path.endswith(".ipynb") or _RUNS.search(raw) is not None
 
 
 @dataclass
@@ -145,7 +176,7 @@ def discover(paths: list[str], exclude: list[str] = (), respect_gitignore: bool 
                 rel = full.relative_to(root).as_posix()
                 if _excluded(rel, name, list(exclude)) or _ignored(full, False, local):
                     continue
-                if skip_tests and is_test_path(rel):
+                if skip_tests and is_test_path(rel) and not is_test_script(rel, full):
                     tests_skipped += 1
                     continue
                 files.append(os.path.join(dirpath, name))

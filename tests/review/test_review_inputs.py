@@ -245,16 +245,21 @@ def test_magics_inside_blocks_keep_the_cell_valid(tmp_path: Path):
 
 def test_test_files_are_skipped_by_default_and_can_be_included(tmp_path: Path):
     for rel in ("train.py", "tests/test_train.py", "tests/helpers.py", "pkg/model_test.py", "conftest.py",
-                "pkg/test_data.py", "pkg/contest.py"):
+                "pkg/test_data.py", "pkg/contest.py", "test_resnet_cifar.py", "pkg/check_test.py"):
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(BAD_LOOP)
+    # Files named like tests that hold tests (or use a test framework) are tests; one that holds
+    # none and runs as a script (`test_resnet_cifar.py` timing a model on the test split) is not.
+    (tmp_path / "pkg" / "model_test.py").write_text(BAD_LOOP + "\n\ndef test_loop():\n    pass\n")
+    (tmp_path / "pkg" / "test_data.py").write_text("import unittest\n" + BAD_LOOP)
+    (tmp_path / "pkg" / "check_test.py").write_text("import jax.numpy as jnp\n\ndef helper(x):\n    return float(x)\n")
     def names(r):
         return sorted(Path(f.path).relative_to(tmp_path).as_posix() for f in r.findings)
     default = review_paths([str(tmp_path)], jobs=1, show_possible=True)
-    assert names(default) == ["pkg/contest.py", "train.py"]
-    assert any("5 test files not reviewed" in n.message and "--include-tests" in n.message for n in default.notes)
-    assert len(names(review_paths([str(tmp_path)], jobs=1, include_tests=True, show_possible=True))) == 7
+    assert names(default) == ["pkg/contest.py", "test_resnet_cifar.py", "train.py"]
+    assert any("6 test files not reviewed" in n.message and "--include-tests" in n.message for n in default.notes)
+    assert len(names(review_paths([str(tmp_path)], jobs=1, include_tests=True, show_possible=True))) == 8  # check_test.py: none
     # Named explicitly, or a tests folder given as the path: reviewed.
     assert names(review_paths([str(tmp_path / "tests" / "test_train.py")], jobs=1, show_possible=True)) == ["tests/test_train.py"]
     assert names(review_paths([str(tmp_path / "tests")], jobs=1, show_possible=True)) == ["tests/helpers.py", "tests/test_train.py"]
