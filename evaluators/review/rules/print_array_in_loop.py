@@ -3,8 +3,10 @@
 What it does
     Flags `print`, logging calls, `str`/`repr`/`format`, f-strings and a tqdm bar's postfix or
     description (`bar.set_postfix(loss=loss)`, which tqdm formats with `str`) that format a JAX
-    array inside an eagerly running Python loop, and the values of a dict handed to `wandb.log`
-    (wandb's `util.json_friendly` turns a JAX array into NumPy in the caller's thread).
+    array inside an eagerly running Python loop, the values of a dict handed to `wandb.log`
+    (wandb's `util.json_friendly` turns a JAX array into NumPy in the caller's thread), and the
+    values handed to a tensorboardX `SummaryWriter` (`add_scalar`, `add_scalars`,
+    `add_histogram`: its `x2num.make_np` calls `np.array` on a JAX array).
 
     Sure only in a loop the semantic model proves trains (a step that replaces its own state and
     takes gradients or applies an optimizer) on a value it proves is a device array: the loss
@@ -46,6 +48,11 @@ PROGRESS_TEXT = frozenset({"set_postfix", "set_postfix_str", "set_description", 
 # Metric loggers that turn what they are handed into host numbers in the calling thread: wandb's
 # `log` serialises each value with `util.json_friendly`, which converts a JAX array to NumPy.
 METRIC_SINKS = frozenset({"wandb.log"})
+# tensorboardX's SummaryWriter turns each value it is handed into NumPy in the calling thread
+# (x2num.make_np: `if 'jax' in str(type(x)): return check_nan(np.array(x))`), then checks it for
+# NaN: a device->host copy that waits for the step. Method -> which arguments are the values.
+TENSORBOARDX_VALUES = {"add_scalar": ("scalar_value", 1), "add_histogram": ("values", 1),
+                       "add_scalars": ("tag_scalar_dict", 1)}
 
 
 class PrintArrayInLoop(Rule):
@@ -75,6 +82,13 @@ class PrintArrayInLoop(Rule):
             values = [v for a in [*node.args, *(kw.value for kw in node.keywords)] if isinstance(a, ast.Dict)
                       for v in a.values]
             message = self.sink_message
+        elif (isinstance(node.func, ast.Attribute) and node.func.attr in TENSORBOARDX_VALUES
+              and ctx.analysis.made_by(node.func.value, ctx.scope, ("tensorboardX.",))):
+            # `writer.add_scalar("loss", loss, step)` on a tensorboardX SummaryWriter
+            keyword, position = TENSORBOARDX_VALUES[node.func.attr]
+            given = [kw.value for kw in node.keywords if kw.arg == keyword] or node.args[position:position + 1]
+            values = [v for g in given for v in (g.values if isinstance(g, ast.Dict) else [g])]
+            message, sink = self.sink_message, f"SummaryWriter.{node.func.attr}"  # tensorboardX's
         elif isinstance(node.func, ast.Attribute) and node.func.attr in PROGRESS_TEXT:
             # `bar.set_postfix({"loss": loss})`, `bar.set_postfix(loss=loss)`
             values = [*node.args, *(kw.value for kw in node.keywords),
