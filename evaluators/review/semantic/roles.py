@@ -41,6 +41,7 @@ from jaxmem.evaluators.review.semantic.training import (
     callee,
     computed_gradients,
     gradient_transform,
+    last_name,
     named_for_training,
     names_gradients,
     one_step_def,
@@ -131,7 +132,7 @@ def _in_place_step(at: At, loop: ast.AST) -> Role | None:
     for call in own_calls(loop.body)[0]:
         info, fn = callee(call, at)
         fn = one_step_def(fn, at.analysis)
-        if fn is not None and _updates_a_parameter(fn) and trains(fn, at):
+        if fn is not None and (_updates_a_parameter(fn) or _updates_shared_optimizer(fn, at)) and trains(fn, at):
             return Role("train", info is not None and info.exact, call, frozenset())
     return None
 
@@ -142,6 +143,23 @@ def _updates_a_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     params = {p.arg for p in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
     return any(isinstance(c.func, ast.Attribute) and c.func.attr == "update" and isinstance(c.func.value, ast.Name)
                and c.func.value.id in params for c in calls_in(fn.body))
+
+
+_TAKES_GRADIENTS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad"})
+
+
+def _updates_shared_optimizer(fn, at: At) -> bool:
+    """The function takes gradients (`grad`, `value_and_grad`, ...) and calls `.update(...)` on a
+    name it does not bind itself (`optimizer.update(grads)` on a module-level optimizer that owns
+    the parameters, as BrainState and NNX scripts write it): it trains state it shares."""
+    scope = at.analysis.scopes.get(fn)
+    if scope is None:
+        return False
+    calls = list(calls_in(fn.body))
+    if not any(last_name(c.func) in _TAKES_GRADIENTS for c in calls):
+        return False
+    return any(isinstance(c.func, ast.Attribute) and c.func.attr == "update" and isinstance(c.func.value, ast.Name)
+               and c.func.value.id not in scope.bindings for c in calls)
 
 
 def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
