@@ -10,7 +10,9 @@ What it does
     broadcast), the functions of `jax.numpy` with an effect outside their result (`save`,
     `savez`, `load`, `fromfile`, `set_printoptions`, `printoptions`), `jax.lax`'s control flow,
     callbacks and collectives (they run Python functions, or synchronise devices), and code
-    inside jit (the compiler drops an unused result, so it costs nothing there), or a loop
+    inside jit (the compiler drops an unused result, so it costs nothing there), a call in a
+    `try` block with handlers (`try: jnp.asarray(leaf) except Exception: raise TypeError(...)`: a
+    check that the value converts or broadcasts, run for the exception it may raise), or a loop
     whose body is nothing but such statements (`while state: lax.add(a, b)`: a benchmark of the
     call's dispatch, or a warm-up). A dropped
     result outside a loop is dead code run once: not this rule's business.
@@ -44,6 +46,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
 
+_TRY = tuple(t for t in (ast.Try, getattr(ast, "TryStar", None)) if t is not None)
 # jax.numpy functions that do something besides returning a value (files, global print options).
 EFFECTS = frozenset({
     "jax.numpy.save", "jax.numpy.savez", "jax.numpy.load", "jax.numpy.fromfile",
@@ -88,6 +91,9 @@ class DiscardedJaxResult(Rule):
         if q in JAX_NON_ARRAY or leaf in COLLECTIVES or "callback" in leaf or not (
                 module in MODULES or module.startswith("jax.scipy.stats.")):
             return
+        parent = ctx.parent
+        if isinstance(parent, _TRY) and parent.handlers and any(st is node for st in parent.body):
+            return  # `try: jnp.asarray(leaf) except ...: raise TypeError(...)`: a check that may raise
         if ctx.loops and all(_jax_work(st, ctx) for st in ctx.loops[-1].body):
             return  # a loop that only runs JAX calls and drops them: a benchmark or a warm-up
         operands = [*call.args, *(kw.value for kw in call.keywords)]
