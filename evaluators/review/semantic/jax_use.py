@@ -9,21 +9,21 @@ wrong (9) or debatable (1): JM701 timings of PyTorch loops, JM201/JM206 on a Num
 """
 from __future__ import annotations
 
-import os
 import re
+import weakref
 
-# JAX and the libraries built on it that code imports without writing `jax` (framework names).
-JAX_WORDS = re.compile(
-    r"\b(jax\w*|jnp|flax|optax|equinox|haiku|numpyro|objax|brainstate|brainpy|evosax|gymnax|brax|chex"
-    r"|distrax|rlax|jraph|elegy|treex|diffrax|lineax|optimistix|blackjax|dynamax|jaxopt)\b")
+from jaxmem.evaluators.review.semantic.project import IMPORT_LINES, MAX_BYTES
+
+# Libraries built on JAX that code imports without writing `jax` (framework names).
+LIBRARIES = ("flax", "optax", "equinox", "haiku", "numpyro", "objax", "brainstate", "brainpy", "evosax", "gymnax",
+             "brax", "chex", "distrax", "rlax", "jraph", "elegy", "treex", "diffrax", "lineax", "optimistix",
+             "blackjax", "dynamax")
+JAX_WORDS = re.compile(rf"\b(jax\w*|jnp|{'|'.join(LIBRARIES)})\b")
 # In a module the file imports, only an import of JAX or a JAX library counts (a config module's
 # `BACKENDS = ("torch", "jax")` names JAX without using it).
-_JAX_IMPORT = re.compile(
-    rb"^[ \t]*(?:import|from)[ \t]+(?:jax\w*|flax|optax|equinox|haiku|numpyro|objax|brainstate|brainpy|evosax"
-    rb"|gymnax|brax|chex|distrax|rlax|jraph|elegy|treex|diffrax|lineax|optimistix|blackjax|dynamax)\b", re.MULTILINE)
-_IMPORTS = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
-_MAX_BYTES = 1_000_000
-_by_file: dict[tuple[str, float], tuple[bool, str]] = {}  # (path, mtime) -> imports JAX, text if not
+_JAX_IMPORT = re.compile(rf"^[ \t]*(?:import|from)[ \t]+(?:jax\w*|{'|'.join(LIBRARIES)})\b".encode(), re.MULTILINE)
+# Per reviewed tree (a Project): module path -> (it imports JAX, its text when it does not).
+_facts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def touches_jax(source: str, project=None) -> bool:
@@ -41,7 +41,7 @@ def touches_jax(source: str, project=None) -> bool:
         if module in seen:
             continue
         seen.add(module)
-        names, text = _file_facts(project.files[module])
+        names, text = _file_facts(project, project.files[module])
         if names:
             return True
         if project.is_package(module):  # a package re-exports what its `__init__` imports
@@ -50,7 +50,7 @@ def touches_jax(source: str, project=None) -> bool:
 
 
 def _imported(text: str) -> list[str]:
-    return [m.group(1) or m.group(2) for m in _IMPORTS.finditer(text)]
+    return [m.group(1) or m.group(2) for m in IMPORT_LINES.finditer(text)]
 
 
 def _module(name: str, importer: str | None, project) -> str | None:
@@ -67,22 +67,17 @@ def _module(name: str, importer: str | None, project) -> str | None:
     return project._module_for(name) if name else None
 
 
-def _file_facts(path: str) -> tuple[bool, str]:
-    """(it imports JAX or a JAX library, its text), cached by path and modification time."""
-    try:
-        key = (path, os.stat(path).st_mtime)
-    except OSError:
-        return False, ""
-    hit = _by_file.get(key)
+def _file_facts(project, path: str) -> tuple[bool, str]:
+    """(it imports JAX or a JAX library, its text), read once per reviewed tree."""
+    cache = _facts.setdefault(project, {})
+    hit = cache.get(path)
     if hit is None:
         try:
             with open(path, "rb") as fh:
-                raw = fh.read(_MAX_BYTES)
+                raw = fh.read(MAX_BYTES)
         except OSError:
             raw = b""
         names = _JAX_IMPORT.search(raw) is not None
-        if len(_by_file) > 4096:  # a long-running server reviews many trees: keep the cache small
-            _by_file.clear()
         # Only a module that does not import JAX is read further (for its imports): keep its text.
-        hit = _by_file[key] = (names, "" if names else raw.decode("utf-8", "replace"))
+        hit = cache[path] = (names, "" if names else raw.decode("utf-8", "replace"))
     return hit

@@ -19,7 +19,7 @@ from jaxmem.evaluators.review.semantic import exports
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.names import TIMERS
 
-_IMPORTS = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
+IMPORT_LINES = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_BYTES = 1_000_000  # what the reviewer reads of a file at most (evaluators/review/config.py)
 
 
@@ -118,7 +118,7 @@ class Project:
         reads its arguments on the host (`float(`, `.item(`)."""
         if not self.files:
             return ""
-        for m in _IMPORTS.finditer(source):
+        for m in IMPORT_LINES.finditer(source):
             name = m.group(1) or m.group(2)
             if name.startswith(".") or self._package_in_tree(name):
                 return TREE_WORDS  # `from pkg.src import training_utils`: modules of the tree

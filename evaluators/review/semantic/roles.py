@@ -37,6 +37,7 @@ from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS,
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.stops import in_stop_check, optional_stop
 from jaxmem.evaluators.review.semantic.training import (
+    GRADIENT_CALLS,
     applies_gradients,
     callee,
     computed_gradients,
@@ -137,15 +138,20 @@ def _in_place_step(at: At, loop: ast.AST) -> Role | None:
     return None
 
 
+def _updated_names(calls: list[ast.Call]) -> set[str]:
+    """The names whose `.update(...)` the calls make (`optimizer.update(grads)` -> "optimizer")."""
+    return {c.func.value.id for c in calls
+            if isinstance(c.func, ast.Attribute) and c.func.attr == "update" and isinstance(c.func.value, ast.Name)}
+
+
 def _updates_a_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """The function calls `.update(...)` on one of its own parameters (`optimizer.update(grads)`,
     `optimizer.update(model, grads)`): an NNX optimizer handed in, updating the model in place."""
     params = {p.arg for p in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
-    return any(isinstance(c.func, ast.Attribute) and c.func.attr == "update" and isinstance(c.func.value, ast.Name)
-               and c.func.value.id in params for c in calls_in(fn.body))
+    return not params.isdisjoint(_updated_names(list(calls_in(fn.body))))
 
 
-_TAKES_GRADIENTS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad"})
+_TAKES_GRADIENTS = GRADIENT_CALLS - {"apply_gradients", "apply_updates"}  # computes them, not applies
 
 
 def _updates_shared_optimizer(fn, at: At) -> bool:
@@ -158,8 +164,7 @@ def _updates_shared_optimizer(fn, at: At) -> bool:
     calls = list(calls_in(fn.body))
     if not any(last_name(c.func) in _TAKES_GRADIENTS for c in calls):
         return False
-    return any(isinstance(c.func, ast.Attribute) and c.func.attr == "update" and isinstance(c.func.value, ast.Name)
-               and c.func.value.id not in scope.bindings for c in calls)
+    return any(name not in scope.bindings for name in _updated_names(calls))
 
 
 def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
