@@ -123,16 +123,23 @@ _TIME = re.compile(r"^%time\s+(.+)$")
 
 
 def _timed_expression(stripped: str) -> str | None:
-    """The expression `%timeit [-n N -r R ...] EXPR` times, when EXPR is one expression."""
+    """The expression `%timeit [-n N -r R ...] EXPR` times, when EXPR is one expression; for
+    `%timeit y = f(x)` (one assignment), the assigned value: the timer stops once it is bound.
+    The name is not kept bound: %timeit runs the statement in a namespace of its own."""
     m = _TIMEIT.match(stripped)
     if m is None:
         return None
     expr = m.group(2).strip()
     try:
         ast.parse(expr, mode="eval")
+        return expr
     except SyntaxError:
-        return None
-    return expr
+        pass
+    tree = _tree(expr)
+    stmt = tree.body[0] if tree is not None and len(tree.body) == 1 else None
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return ast.unparse(stmt.value)
+    return None
 
 
 def _timed_statement(stripped: str) -> str | None:
