@@ -123,8 +123,9 @@ class _Walker:
             saved = ctx.scope, ctx.loops, ctx.per_step
             for dec in getattr(node, "decorator_list", ()):
                 self.walk(dec)
-            ctx.scope, ctx.loops = ctx.analysis.scopes[node], []
-            ctx.per_step = ctx.scope.per_step
+            inline = node in ctx.analysis.mapped_lambdas  # `tree_map(lambda v: ...)` runs here, per leaf
+            ctx.scope, ctx.loops = ctx.analysis.scopes[node], ctx.loops if inline else []
+            ctx.per_step = ctx.per_step if inline else ctx.scope.per_step
             self._moved()
             if t is ast.Lambda:
                 self.walk(node.body)
@@ -165,11 +166,8 @@ class _Walker:
                     self.walk(gen.iter)
                 for cond in gen.ifs:
                     self.walk(cond)
-            if t is ast.DictComp:
-                self.walk(node.key)
-                self.walk(node.value)
-            else:
-                self.walk(node.elt)
+            for part in (node.key, node.value) if t is ast.DictComp else (node.elt,):
+                self.walk(part)
             ctx.loops.pop()
             self._moved()
 

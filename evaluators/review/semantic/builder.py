@@ -16,6 +16,7 @@ from jaxmem.evaluators.review.semantic.names import (
     MODULE_BASES,
     NETWORK_BASES,
     TRACING_NAMES,
+    TREE_MAPS,
     absolute_module,
     end_pos,
     pos,
@@ -359,6 +360,8 @@ class _Builder(JitBindings):
         elif (isinstance(node.func, ast.Attribute) and node.func.attr in ("defvjp", "defjvp", "defjvps")
               and node.args):
             self.a.defvjp.append((node, self.scope))
+        if q in TREE_MAPS and node.args and isinstance(node.args[0], ast.Lambda):
+            self.a.mapped_lambdas[node.args[0]] = (node, self.scope)
         if isinstance(node.func, ast.Name):
             self.a.calls_by_name.setdefault(node.func.id, []).append((node, self.scope))
         elif (isinstance(node.func, ast.Attribute) and node.func.attr in APPENDERS and node.args

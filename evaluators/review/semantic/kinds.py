@@ -65,8 +65,9 @@ class KindsMixin:
             if scope.traced and b.name not in ("self", "cls") and not (
                     scope.jit is not None and b.name in scope.jit.static_names()):
                 return "jax"  # a tracer; under jit, a device array at run time
-            ann = b.value
-            return "jax" if ann is not None and self.annotates_array(ann) else None
+            if b.node in self.mapped_lambdas:
+                return self.leaf_kind(b, strict)  # `tree_map(lambda v: v.item(), metrics)`: a leaf
+            return "jax" if b.value is not None and self.annotates_array(b.value) else None
         if b.value is None or b.how in ("def", "class", "import"):
             return None
         if b.how == "iter":

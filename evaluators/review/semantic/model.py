@@ -11,7 +11,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.callables import CallablesMixin
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.kinds import KindsMixin
-from jaxmem.evaluators.review.semantic.names import _END, ARRAY_TYPES, CANONICAL, JIT_NAMES, REPLICATION, pos
+from jaxmem.evaluators.review.semantic.names import _END, ARRAY_TYPES, CANONICAL, JIT_NAMES, REPLICATION, TREE_MAPS, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 
 # Calls that return the same pytree (of the same class) they are given, placed elsewhere.
@@ -40,6 +40,7 @@ class Analysis(CallablesMixin, KindsMixin):
         self.loop_calls: list[tuple[ast.Call, ast.AST | None, Scope, bool]] = []
         self.calls_by_name: dict[str, list[tuple[ast.Call, Scope]]] = {}  # `f(...)` call sites by name
         self.key_loops: set[ast.AST] = set()  # `for m in metrics: ... metrics[m]` (astutil.walks_keys)
+        self.mapped_lambdas: dict[ast.Lambda, tuple[ast.Call, Scope]] = {}  # `tree.map(lambda x: ..., tree)`
         # Rules ask for the same call's name many times. Keyed by the node itself, not its id:
         # rules also ask about nodes they make on the fly (`ast.Name(arg)`), and a freed node's id
         # is reused by the next one, which would read the first one's answer.
@@ -65,8 +66,21 @@ class Analysis(CallablesMixin, KindsMixin):
             scope.analysis = scope.parent = None
             scope.inner = []
         for cache in (self.scopes, self.memo, self.classes, self.jitted_defs, self._returned, self._qcache,
-                      self._jcache, self._mcache, self._kcache, self._bkinds):
+                      self._jcache, self._mcache, self._kcache, self._bkinds, self.mapped_lambdas):
             cache.clear()
+
+    def leaf_kind(self, b: Binding, strict: bool) -> str | None:
+        """A parameter of a lambda handed to a tree map (`tree_map(lambda v: v.item(), metrics)`):
+        a leaf of the tree in its position, so a device array where that tree is proven to hold
+        device arrays (in both readings: a guessed tree is as often masks or names). `map_with_path`
+        passes each leaf's key path first."""
+        call, scope = self.mapped_lambdas[b.node]
+        names = [a.arg for a in b.node.args.args]
+        i = names.index(b.name) - TREE_MAPS[self.qualname(call.func)] if b.name in names else -1
+        trees = call.args[1:]
+        if not 0 <= i < len(trees):
+            return None
+        return "jax" if self.kind(trees[i], scope, True) == "jax" else None
 
     # ---- names -------------------------------------------------------------------------
     def qualname(self, expr: ast.AST) -> str | None:

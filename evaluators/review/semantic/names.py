@@ -101,6 +101,7 @@ CANONICAL = {
     "jax.experimental.pjit": "jax.experimental.pjit.pjit",
     "jax.tree_util.tree_map": "jax.tree.map",
     "jax.tree_map": "jax.tree.map",
+    "jax.tree_util.tree_map_with_path": "jax.tree.map_with_path",
     # jax <= 0.2.x re-exported functools.partial (`@jax.partial(jax.jit, static_argnums=...)`);
     # code written then still uses it.
     "jax.partial": "functools.partial",
@@ -111,6 +112,9 @@ CANONICAL = {
     "flax.nnx.transforms.compilation.jit": "flax.nnx.jit",
     "jax.experimental.pallas.core.pallas_call": PALLAS,
 }
+# Tree maps that call a function on every leaf, by how many parameters come before the leaves
+# (`map_with_path` passes each leaf's key path first).
+TREE_MAPS = {"jax.tree.map": 0, "jax.tree.map_with_path": 1}
 JAX_ARRAY_PREFIXES = ("jax.numpy.", "jax.random.", "jax.lax.", "jax.nn.", "jax.scipy.", "jax.image.")
 # Top-level packages the model knows by name: JAX, NumPy and the standard library (which returns
 # no device arrays), and JAX's own libraries of transforms, optimizers and layers.
