@@ -42,6 +42,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # From the twenty-first stop (before 12zzzk/12zzzl ran): `list-accumulation` also counts JM505 (an
 # array grown by `jnp.append`/`concatenate` every iteration is an accumulation across steps, the
 # builders' word for 12zzzj's case of it), and `other` counts the new JM506 (a discarded result).
+# From the twenty-second stop (before 12zzzo/12zzzp ran): `python-loop-not-scan` also counts JM505;
+# builders use the kind for a Python loop that grows an array with `jnp.concatenate` every step
+# (12zzzn's two such cases carried JM505 at the case's line), which is what JM505 states. Like
+# JM501 (an eager copy per iteration), it is one of the loop's eager operations.
 LEGACY_KIND_CODES = {
     "python-loop-not-scan": {"JM503", "JM504"}, "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"},
 }
@@ -50,7 +54,7 @@ KIND_CODES = {
     "timing-no-block": {"JM701", "JM704"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
     "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM308", "JM309", "JM014"},
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803", "JM505"},
-    "python-loop-not-scan": {"JM503", "JM504", "JM304", "JM305", "JM307", "JM501"},
+    "python-loop-not-scan": {"JM503", "JM504", "JM304", "JM305", "JM307", "JM501", "JM505"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013", "JM101", "JM104"}, "captured-constant": {"JM302", "JM306"},
     "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505", "JM506"},
 }
