@@ -8,7 +8,9 @@ What it does
     `optax.apply_updates`, per its docstring), outside any jitted function. Also a moving
     average of the parameters updated eagerly on every step of a loop proven to train
     (`ema = jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema, params)`, `optax.incremental_update`,
-    or a helper of this module that does one): the same per-leaf dispatch (measured: 11.5 ms per
+    a comprehension over zipped trees such as SGD written inline, `[p - lr * g for p, g in
+    zip(params, grads)]`, or a helper of this module, a local optimizer class's `update`
+    included, that does one): the same per-leaf dispatch (measured: 11.5 ms per
     step eagerly against 2.1 ms jitted for 100 leaves of a 256-wide MLP, jax 0.10.2, CPU).
 
 Why is this bad
@@ -42,7 +44,7 @@ from jaxmem.evaluators.review.semantic.helpers import own_calls
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.names import UPDATE_APPLIERS
 from jaxmem.evaluators.review.semantic.roles import in_training_step
-from jaxmem.evaluators.review.semantic.training import nnx_optimizer, updates_own_state
+from jaxmem.evaluators.review.semantic.training import nnx_optimizer, updates_own_state, zipped_update
 
 
 class OptimizerUpdateOutsideJit(Rule):
@@ -100,8 +102,12 @@ class OptimizerUpdateOutsideJit(Rule):
         MLP), an eager EMA update took 11.5 ms per step against 2.1 ms jitted. True when reported."""
         if not ctx.host_loop or not node.args:
             return False
+        func = ast.unparse(node.func)[:40]
         if _tree_arithmetic(node, ctx):
             trees = node.args[1:]
+        elif zipped_update(ctx.parent) is node:
+            trees, func = node.args, ast.unparse(ctx.parent)  # `[p - lr * g for p, g in zip(params, grads)]`
+            func = func if len(func) <= 50 else func[:47] + "..."
         else:
             fn = ctx.analysis.resolve_def(node.func, ctx.scope)
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _updates_trees(fn, ctx):
@@ -110,7 +116,7 @@ class OptimizerUpdateOutsideJit(Rule):
         if (not in_training_step(ctx) or ctx.jit_info(node.func) is not None or not any(ctx.proven(t) for t in trees)
                 or periodic(ctx, sync=False) or not_per_step(ctx, (), sync=False)):
             return False
-        ctx.report(self, node, message=self.tree_message, fix=self.tree_fix, func=ast.unparse(node.func)[:40])
+        ctx.report(self, node, message=self.tree_message, fix=self.tree_fix, func=func)
         return True
 
     @staticmethod
@@ -172,9 +178,11 @@ def _updates_trees(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx) -> bool
     memo = ctx.memo.setdefault("JM304_updates_trees", {})
     if fn not in memo:
         inner = ctx.analysis.scopes.get(fn)
-        memo[fn] = inner is not None and not inner.traced and any(
-            _tree_arithmetic(c, ctx, inner) for c in own_calls(fn, ctx.analysis))
+        memo[fn] = inner is not None and not inner.traced and (
+            any(_tree_arithmetic(c, ctx, inner) for c in own_calls(fn, ctx.analysis))
+            or any(zipped_update(n) is not None for n in astutil.walk(fn)))
     return memo[fn]
+
 
 
 def _tree_arithmetic(call: ast.Call, ctx: Ctx, scope=None) -> bool:

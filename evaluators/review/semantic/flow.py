@@ -14,7 +14,7 @@ from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import GRADIENT_APPLIERS, LOOP_TYPES, UPDATE_APPLIERS, dotted
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, trip_count
-from jaxmem.evaluators.review.semantic.training import applies_gradients
+from jaxmem.evaluators.review.semantic.training import applies_gradients, zipped_update
 
 # Packages whose functions are operations, not a user's step (`x = jnp.tanh(x)`, `s = np.clip(s)`).
 LIBRARIES = ("jax.", "numpy.", "math.", "scipy.", "flax.", "optax.", "haiku.", "equinox.", "chex.", "torch.",
@@ -72,6 +72,13 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
         else:
             continue
         written = frozenset(k for t in targets for k in _keys(t))
+        zipped = zipped_update(value)
+        if zipped is not None and applies_gradients(zipped):
+            # `params = [p - lr * g for p, g in zip(params, grads)]`: SGD written as a comprehension
+            if written & _read_by(zipped) - fresh:
+                yield zipped, written & _read_by(zipped) - fresh
+            fresh |= written
+            continue
         call = value.value if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) else value
         if isinstance(call, ast.Call):
             if _a_step(a, call, scope):

@@ -37,6 +37,25 @@ def named_for_training(func: ast.AST) -> bool:
     return any(h in name for h in TRAINING_STEP_HINTS)
 
 
+def zipped_update(value: ast.AST | None) -> ast.Call | None:
+    """`[p - lr * g for p, g in zip(params, grads)]` (also inside `tuple(...)`/`list(...)`):
+    trees zipped leaf by leaf and combined with arithmetic in a comprehension, the same update
+    per leaf as a tree map (SGD written inline); its `zip(...)` call, else None."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("tuple", "list") \
+            and len(value.args) == 1:
+        value = value.args[0]
+    if not isinstance(value, (ast.ListComp, ast.GeneratorExp)) or len(value.generators) != 1:
+        return None
+    gen = value.generators[0]
+    it = gen.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip" and len(it.args) >= 2):
+        return None
+    leaves = {n.id for n in astutil.walk(gen.target) if isinstance(n, ast.Name)}
+    return it if any(isinstance(n, ast.BinOp) and sum(isinstance(m, ast.Name) and m.id in leaves
+                                                        for m in astutil.walk(n)) >= 2
+                     for n in astutil.walk(value.elt)) else None
+
+
 def applies_gradients(call: ast.Call) -> bool:
     """`w = update(w, g)`, `params = sgd(params, grads)`: gradients handed in at the call site."""
     values = [*call.args, *(k.value for k in call.keywords)]
