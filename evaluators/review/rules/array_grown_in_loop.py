@@ -49,6 +49,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
+from jaxmem.evaluators.review.semantic.names import dotted
 from jaxmem.evaluators.review.semantic.training import jitted_def
 from jaxmem.evaluators.review.semantic.walk import At
 
@@ -62,17 +63,17 @@ FIRST_ARG_GROWERS = frozenset({"jax.numpy.append"})
 
 def grows(value: ast.AST, qualname) -> frozenset[str]:
     """The names `value` could be growing (`jnp.concatenate([x, y])` -> {x, y}: the carried one at
-    either end, appended to or prepended to); empty for anything else."""
+    either end, appended to or prepended to), `self.losses` included; empty for anything else."""
     if not isinstance(value, ast.Call) or not value.args:
         return frozenset()
     func = qualname(value.func)
     first = value.args[0]
     if func in LIST_GROWERS and isinstance(first, (ast.List, ast.Tuple)) and len(first.elts) >= 2:
-        names = [e.id for e in first.elts if isinstance(e, ast.Name)]
-        return frozenset(e.id for e in (first.elts[0], first.elts[-1])
-                         if isinstance(e, ast.Name) and names.count(e.id) == 1)
-    if func in FIRST_ARG_GROWERS and isinstance(first, ast.Name) and len(value.args) >= 2:
-        return frozenset({first.id})
+        names = [dotted(e) for e in first.elts]
+        return frozenset(dotted(e) for e in (first.elts[0], first.elts[-1])
+                         if dotted(e) is not None and names.count(dotted(e)) == 1)
+    if func in FIRST_ARG_GROWERS and dotted(first) is not None and len(value.args) >= 2:
+        return frozenset({dotted(first)})
     return frozenset()
 
 
@@ -109,12 +110,13 @@ class ArrayGrownInLoop(Rule):
         """`x = jnp.concatenate([x, y])` in the loop's own statements (not its inner loops)."""
         start = (loop.lineno, loop.col_offset - 1)
         for stmt in _own_statements(loop.body):
-            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and dotted(stmt.targets[0]) is not None):
                 continue
-            name = stmt.targets[0].id
+            name = dotted(stmt.targets[0])  # `self.losses = jnp.concatenate(...)`: state kept on the object
             if name not in grows(stmt.value, ctx.qualname) or under_periodic_guard_in(stmt, loop, ctx.analysis, ctx.scope):
                 continue
-            if ctx.analysis.resolve(name, ctx.scope, start) is None or _fresh_each_iteration(loop, stmt, name):
+            if ("." not in name and ctx.analysis.resolve(name, ctx.scope, start) is None
+                    or _fresh_each_iteration(loop, stmt, name)):
                 continue   # not carried from one iteration to the next
             # Sure where the loop is proven to run eagerly: at module level, or driving a jitted
             # call (a plain function's loop might itself be traced from jitted code elsewhere,
@@ -172,8 +174,8 @@ def _fresh_each_iteration(loop: ast.AST, grown: ast.stmt, name: str) -> bool:
     for stmt in loop.body:
         if stmt is grown or any(n is grown for n in astutil.walk(stmt)):
             return False
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets) \
-                and not any(isinstance(n, ast.Name) and n.id == name for n in astutil.walk(stmt.value)):
+        if isinstance(stmt, ast.Assign) and any(dotted(t) == name for t in stmt.targets) \
+                and not any(dotted(n) == name for n in astutil.walk(stmt.value)):
             return True
     return False
 
@@ -194,8 +196,7 @@ def _jitted_call_fed(loop: ast.AST, name: str, ctx: Ctx) -> ast.Call | None:
     itself as an argument (not a slice of it: `x[:, -1:]` keeps a fixed shape)."""
     for stmt in _own_statements(loop.body):
         for n in astutil.walk(stmt):
-            if isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id == name
-                                               for a in [*n.args, *(k.value for k in n.keywords)]):
+            if isinstance(n, ast.Call) and any(dotted(a) == name for a in [*n.args, *(k.value for k in n.keywords)]):
                 info = ctx.jit_info(n.func)
                 if info is not None and info.exact:
                     return n
