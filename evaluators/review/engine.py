@@ -335,11 +335,11 @@ def mark_per_step(analysis: semantic.Analysis) -> None:
             continue
         callee.per_step = call
         callee.per_step_loop, callee.per_step_scope = loop, scope
-    # A method that runs a training step on its own object's state (`self.state, loss =
-    # self.train_jit(self.state, batch)`) runs once per step of whatever loop calls it, here or in
-    # another file: its body after the step is per-step code.
+    # A function that runs a training step on its own object's state (`self.state, loss =
+    # self.train_jit(self.state, batch)`) or on the state it is handed and returns runs once per
+    # step of whatever loop calls it, here or in another file: its body after the step is per step.
     for scope in analysis.scopes.values():
-        if scope.per_step is None and scope.cls is not None and not scope.traced:
+        if scope.per_step is None and not scope.traced and scope.node is not analysis.tree:
             found = roles.step_method(analysis, scope)
             if found is not None:
                 scope.per_step, scope.step_role = found.call, found

@@ -130,7 +130,8 @@ class Ctx:
         if self.per_step_body:
             call = self.per_step
             if self.scope.step_role is not None:
-                template += f" (this method runs a training step, line {call.lineno}: once per step of the loop that calls it)"
+                what = "method" if self.scope.cls is not None else "function"
+                template += f" (this {what} runs a training step, line {call.lineno}: once per step of the loop that calls it)"
             else:
                 template += f" (this function runs on every iteration of the loop that calls it on line {call.lineno})"
         fix_text = fix or rule.fix

@@ -112,6 +112,10 @@ CANONICAL = {
     "flax.nnx.transforms.compilation.jit": "flax.nnx.jit",
     "jax.experimental.pallas.core.pallas_call": PALLAS,
 }
+# Collectives over a named mapped axis: they run only inside pmap, shard_map or a vmap that names
+# the axis, so a function that calls one is traced wherever it is transformed (another file too).
+AXIS_COLLECTIVES = frozenset({"jax.lax.psum", "jax.lax.pmean", "jax.lax.pmax", "jax.lax.pmin", "jax.lax.all_gather",
+                              "jax.lax.ppermute", "jax.lax.all_to_all", "jax.lax.psum_scatter", "jax.lax.axis_index"})
 # Tree maps that call a function on every leaf, by how many parameters come before the leaves
 # (`map_with_path` passes each leaf's key path first).
 TREE_MAPS = {"jax.tree.map": 0, "jax.tree.map_with_path": 1}

@@ -227,14 +227,17 @@ def enclosing_role(ctx) -> Role:
 
 
 def step_method(a: Analysis, scope: Scope) -> Role | None:
-    """A method whose own statements replace state it keeps on `self` through a jitted call that
-    trains: the method is a training step, whoever calls it."""
+    """A function whose own statements replace, through a jitted call that trains, state it keeps
+    on `self` or state it is handed and returns (`params, opt_state, loss = self._step(params,
+    opt_state, batch)` ... `return params, opt_state`): a training step, whoever calls it."""
     fn = scope.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     at = At(a, scope)
+    returned = {n.id for r in astutil.own_returns(fn) if r.value is not None for n in
+                (r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]) if isinstance(n, ast.Name)}
     for call, names in state_replacements(a, fn.body, scope):
-        kept = frozenset(n for n in names if n.startswith("self."))
+        kept = frozenset(n for n in names if n.startswith("self.") or n in returned and n in scope.params)
         if kept and a.jit_info(call.func, scope) is not None:
             r = call_role(at, call, kept)
             if r.role == "train":

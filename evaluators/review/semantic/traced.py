@@ -5,6 +5,7 @@ import ast
 
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import (
+    AXIS_COLLECTIVES,
     CONTROL_FLOW,
     CUSTOM_RULES,
     JIT_NAMES,
@@ -29,6 +30,9 @@ def mark_traced(a: Analysis) -> None:
                 s = a.scopes.get(fn)
                 if s is not None:
                     s.reasons.add("custom")
+    for node, scope in a.scopes.items():
+        if node is not a.tree and any(a.qualname(c.func) in AXIS_COLLECTIVES for c in scope.calls):
+            _mapped_axis_user(a, scope)
     for _node, scope in a.scopes.items():
         if scope.reasons:
             scope.traced = True
@@ -41,6 +45,18 @@ def mark_traced(a: Analysis) -> None:
     # changes from one process to the next.
     while _called_only_when_traced(a):
         _inherit(a)
+
+
+def _mapped_axis_user(a: Analysis, scope: Scope) -> None:
+    """`lax.pmean(x, "batch")` runs only under a transform that maps that axis (pmap, shard_map, a
+    vmap naming it): the function that calls it is traced, wherever it is transformed, another
+    file included. So is the function that defines and runs it (`def step_fn(...): def mean_all(x):
+    return lax.pmean(...)`), up to the first one handed to a transform here, whose caller runs it on
+    the host (`p_step = jax.pmap(step)`)."""
+    s = scope
+    while s is not None and s.node is not a.tree and not s.is_class and not s.reasons:
+        s.reasons.add("transform")
+        s = s.parent
 
 
 def _inherit(a: Analysis) -> None:
