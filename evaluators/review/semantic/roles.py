@@ -33,7 +33,7 @@ from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, repla
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS, LOOP_TYPES
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS, JIT_NAMES, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.stops import in_stop_check, optional_stop
 from jaxmem.evaluators.review.semantic.training import (
@@ -256,6 +256,8 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
     if gather and r.role == "eval":
         return None
     loop = statement_loop(ctx)
+    if loop is not None and compiles_per_iteration(ctx, loop):
+        return None  # a sweep: each iteration compiles a new program, which dwarfs reading its result
     if stop_check or in_stop_check(ctx, loop) or not (r.role == "train" and r.proven):
         return "possible"
     if under_guessed_guard(ctx) is not None or optional_stop(ctx, loop):
@@ -263,6 +265,34 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
     if loop is not None and eager_steps(ctx, loop):
         return "possible"
     return "sure" if any(ctx.proven(v) for v in values) else "possible"
+
+
+def compiles_per_iteration(ctx, loop: ast.AST) -> bool:
+    """The loop's own body jits a new function on every iteration (`jax.jit(jax.grad(f_i))(x)`, a
+    `@jax.jit` def, over a closure of this iteration's model): a sweep over configurations, where
+    each iteration traces and compiles a program. A host read of the one result it computes is the
+    sweep's output, and its cost is small beside the compile (JM301 reports the compile itself
+    where a function defined once would do)."""
+    memo = ctx.memo.setdefault("compiles_per_iteration", {})
+    if loop not in memo:
+        a, scope = ctx.analysis, ctx.scope
+        memo[loop] = any(
+            isinstance(n, ast.Call) and a.qualname(n.func) in JIT_NAMES and n.args and _made_in(a, scope, loop, n.args[0])
+            or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(a.decorator_qualname(d) in JIT_NAMES for d in n.decorator_list)
+            for stmt in loop.body for n in astutil.walk(stmt))
+    return memo[loop]
+
+
+def _made_in(a: Analysis, scope: Scope, loop: ast.AST, fn: ast.AST) -> bool:
+    """A function object made anew in each iteration of `loop`: a lambda or a transform written
+    there (`jax.grad(f)`, `partial(f, x)`), or a name the loop body binds to one (a def included)."""
+    if isinstance(fn, (ast.Lambda, ast.Call)):
+        return True
+    b = a.resolve(fn.id, scope, (fn.lineno, fn.col_offset)) if isinstance(fn, ast.Name) else None
+    return (b is not None and b.how in ("def", "assign") and isinstance(b.value if b.how == "assign" else b.node,
+                                                                          (ast.Lambda, ast.Call, ast.FunctionDef))
+            and loop.lineno <= b.node.lineno <= loop.end_lineno)
 
 
 def eager_steps(ctx, loop: ast.AST) -> bool:
