@@ -76,3 +76,23 @@ def _every_iteration(ctx: Walk, stmts: list[ast.AST]) -> list[ast.AST]:
         elif not isinstance(st, ast.Try):
             out.append(st)
     return out
+
+
+def matches_one_key(test: ast.AST, loop: ast.AST) -> bool:
+    """`if name == "lr":` (or `name in ("a", "b")`, or several such joined by `or`) where `name` is
+    the target of the `for` loop around it: the branch runs for the elements it names, once each in
+    a walk over distinct keys (parameter names, config entries), not on every iteration."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return all(matches_one_key(v, loop) for v in test.values)
+    if not (isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(op, ast.Eq) and isinstance(left, ast.Constant):
+        left, right = right, left
+    if not (isinstance(left, ast.Name) and left.id in names):
+        return False
+    if isinstance(op, ast.Eq):
+        return isinstance(right, ast.Constant)
+    return isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and all(
+        isinstance(e, ast.Constant) for e in right.elts)

@@ -149,6 +149,7 @@ def periodic(ctx: Walk, sync: bool = True) -> bool:
         return True
     if ctx.per_step_body and after_early_return(ctx):
         return True  # `if step % every != 0: return` at the top of a function a loop calls each step
+    inner = None
     for node in reversed(ctx.stack):
         if node is loop:
             break
@@ -156,6 +157,9 @@ def periodic(ctx: Walk, sync: bool = True) -> bool:
                 isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr.startswith(("assert", "fail"))):
             return True
+        if isinstance(node, ast.If) and inner in node.body and iterations.matches_one_key(node.test, loop):
+            return True  # `for name in names: if name == "lr": ...`: runs for one element, not each step
+        inner = node
     if under_periodic_guard(ctx):
         return True
     return sync and (waited_before(ctx, loop) or stopped_elsewhere(ctx, loop))
