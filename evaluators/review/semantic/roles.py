@@ -234,15 +234,25 @@ def step_method(a: Analysis, scope: Scope) -> Role | None:
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     at = At(a, scope)
-    returned = {n.id for r in astutil.own_returns(fn) if r.value is not None for n in
-                (r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]) if isinstance(n, ast.Name)}
+    returned = _returned_names(fn) if scope.cls is None else None  # read lazily for methods
+    if returned is not None and returned.isdisjoint(scope.params):
+        return None  # a plain function that returns none of its parameters carries no state
     for call, names in state_replacements(a, fn.body, scope):
-        kept = frozenset(n for n in names if n.startswith("self.") or n in returned and n in scope.params)
+        handed = [n for n in names if n in scope.params]
+        if handed and returned is None:
+            returned = _returned_names(fn)
+        kept = frozenset(n for n in names if n.startswith("self.") or n in handed and n in returned)
         if kept and a.jit_info(call.func, scope) is not None:
             r = call_role(at, call, kept)
             if r.role == "train":
                 return r
     return None
+
+
+def _returned_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names a function returns (`return params, opt_state`)."""
+    return {n.id for r in astutil.own_returns(fn) if r.value is not None for n in
+            (r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]) if isinstance(n, ast.Name)}
 
 
 def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_check: bool = False) -> str | None:
