@@ -339,7 +339,7 @@ def mark_per_step(analysis: semantic.Analysis) -> None:
     # self.train_jit(self.state, batch)`) or on the state it is handed and returns runs once per
     # step of whatever loop calls it, here or in another file: its body after the step is per step.
     for scope in analysis.scopes.values():
-        if scope.per_step is None and not scope.traced and scope.node is not analysis.tree:
+        if scope.per_step is None and not scope.traced:  # step_method reads functions only
             found = roles.step_method(analysis, scope)
             if found is not None:
                 scope.per_step, scope.step_role = found.call, found

@@ -70,8 +70,7 @@ def grows(value: ast.AST, qualname) -> frozenset[str]:
     first = value.args[0]
     if func in LIST_GROWERS and isinstance(first, (ast.List, ast.Tuple)) and len(first.elts) >= 2:
         names = [dotted(e) for e in first.elts]
-        return frozenset(dotted(e) for e in (first.elts[0], first.elts[-1])
-                         if dotted(e) is not None and names.count(dotted(e)) == 1)
+        return frozenset(n for n in (names[0], names[-1]) if n is not None and names.count(n) == 1)
     if func in FIRST_ARG_GROWERS and dotted(first) is not None and len(value.args) >= 2:
         return frozenset({dotted(first)})
     return frozenset()

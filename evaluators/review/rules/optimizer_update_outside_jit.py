@@ -184,7 +184,6 @@ def _updates_trees(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx) -> bool
     return memo[fn]
 
 
-
 def _tree_arithmetic(call: ast.Call, ctx: Ctx, scope=None) -> bool:
     """`jax.tree.map(lambda a, b: a * d + b * (1 - d), t1, t2)` (two or more trees combined leaf by
     leaf with arithmetic; the function may be a name bound to a lambda or a def here), or optax's

@@ -75,8 +75,9 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
         zipped = zipped_update(value)
         if zipped is not None and applies_gradients(zipped):
             # `params = [p - lr * g for p, g in zip(params, grads)]`: SGD written as a comprehension
-            if written & _read_by(zipped) - fresh:
-                yield zipped, written & _read_by(zipped) - fresh
+            carried = written & _read_by(zipped) - fresh
+            if carried:
+                yield zipped, carried
             fresh |= written
             continue
         call = value.value if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) else value

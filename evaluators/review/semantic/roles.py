@@ -33,7 +33,7 @@ from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, repla
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS, JIT_NAMES, LOOP_TYPES
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS, JIT_NAMES, LOOP_TYPES, pos
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.stops import in_stop_check, optional_stop
 from jaxmem.evaluators.review.semantic.training import (
@@ -287,7 +287,7 @@ def compiles_per_iteration(ctx, loop: ast.AST) -> bool:
     if loop not in memo:
         a, scope = ctx.analysis, ctx.scope
         memo[loop] = any(
-            isinstance(n, ast.Call) and a.qualname(n.func) in JIT_NAMES and n.args and _made_in(a, scope, loop, n.args[0])
+            isinstance(n, ast.Call) and a.is_jit(n.func) and n.args and _made_in(a, scope, loop, n.args[0])
             or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and any(a.decorator_qualname(d) in JIT_NAMES for d in n.decorator_list)
             for stmt in loop.body for n in astutil.walk(stmt))
@@ -299,7 +299,7 @@ def _made_in(a: Analysis, scope: Scope, loop: ast.AST, fn: ast.AST) -> bool:
     there (`jax.grad(f)`, `partial(f, x)`), or a name the loop body binds to one (a def included)."""
     if isinstance(fn, (ast.Lambda, ast.Call)):
         return True
-    b = a.resolve(fn.id, scope, (fn.lineno, fn.col_offset)) if isinstance(fn, ast.Name) else None
+    b = a.resolve(fn.id, scope, pos(fn)) if isinstance(fn, ast.Name) else None
     return (b is not None and b.how in ("def", "assign") and isinstance(b.value if b.how == "assign" else b.node,
                                                                           (ast.Lambda, ast.Call, ast.FunctionDef))
             and loop.lineno <= b.node.lineno <= loop.end_lineno)
