@@ -173,6 +173,7 @@ def _init_worker(codes: list[str], card_url: Callable[[str], str], max_bytes: in
     _W["card_url"] = card_url
     _W["max_bytes"] = max_bytes
     _W["project"] = project
+    collector.settle()
 
 
 def _work(paths: list[str]) -> list[tuple[list[Finding], list[Note]]]:
@@ -180,7 +181,7 @@ def _work(paths: list[str]) -> list[tuple[list[Finding], list[Note]]]:
         paths = importers_first(paths, _W["project"])
         _W["project"].expect(paths)
     out = []
-    with collector.per_file() as done:
+    with collector.per_file(settled=True) as done:
         for p in paths:
             out.append(_review_one(p, _W["rules"], _W["card_url"], _W["max_bytes"], _W["project"]))
             done()

@@ -20,6 +20,7 @@ _BUILTIN_CONVERTERS = frozenset({"float", "int", "bool", "complex"})
 _TRUTH_CONVERTERS = frozenset({"any", "all"})
 _NUMPY_CONVERTERS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
 _METHODS = frozenset({"item", "tolist"})
+_CALL_CONVERTERS = _BUILTIN_CONVERTERS | _TRUTH_CONVERTERS  # once, not per call read
 _PASS_THROUGH = frozenset({"zip", "enumerate", "list", "tuple", "reversed", "iter"})
 _TREE_LEAVES = frozenset({"jax.tree.leaves", "jax.tree_util.tree_leaves", "jax.tree_leaves", "jax.tree.flatten",
                           "jax.tree_util.tree_flatten", "jax.tree_flatten"})
@@ -135,7 +136,7 @@ def _sources(a: Analysis, origin: dict[str, set[str]], expr: ast.AST) -> set[str
 
 
 def _conversion(a: Analysis, call: ast.Call) -> str | None:
-    if isinstance(call.func, ast.Name) and call.func.id in _BUILTIN_CONVERTERS | _TRUTH_CONVERTERS \
+    if isinstance(call.func, ast.Name) and call.func.id in _CALL_CONVERTERS \
             and len(call.args) == 1 and call.func.id not in a.aliases:
         return f"{call.func.id}()"
     if isinstance(call.func, ast.Attribute) and call.func.attr in _METHODS and not call.args:

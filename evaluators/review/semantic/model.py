@@ -14,6 +14,8 @@ from jaxmem.evaluators.review.semantic.kinds import KindsMixin
 from jaxmem.evaluators.review.semantic.names import _END, ARRAY_TYPES, CANONICAL, JIT_NAMES, REPLICATION, TREE_MAPS, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 
+_UNSET = object()
+
 # Calls that return the same pytree (of the same class) they are given, placed elsewhere.
 PYTREE_PRESERVING = REPLICATION | {"jax.device_put", "jax.device_put_replicated", "jax.block_until_ready",
                                    "jax.device_get"}
@@ -85,10 +87,9 @@ class Analysis(CallablesMixin, KindsMixin):
     # ---- names -------------------------------------------------------------------------
     def qualname(self, expr: ast.AST) -> str | None:
         """`jnp.zeros` -> "jax.numpy.zeros" when `jnp` is an import alias; else None."""
-        key = expr
-        if key in self._qcache:
-            return self._qcache[key]
-        q = self._qcache[key] = self._qualname(expr)
+        q = self._qcache.get(expr, _UNSET)  # one lookup: asked of nearly every call and name read
+        if q is _UNSET:
+            q = self._qcache[expr] = self._qualname(expr)
         return q
 
     def _qualname(self, expr: ast.AST) -> str | None:

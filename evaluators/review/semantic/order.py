@@ -73,7 +73,7 @@ def _imported(path: str, project) -> set[str]:
         return set()
     package = project.is_package(module)
     found: set[str] = set()
-    for m in _IMPORT.finditer(raw):
+    for m in _import_lines(raw):
         dots, name, plain = m.group(1), m.group(2), m.group(3)
         if plain is not None:
             dotted = plain.decode("ascii", "replace")
@@ -91,3 +91,18 @@ def _imported(path: str, project) -> set[str]:
         if target is not None:
             found.add(target)
     return found
+
+
+def _import_lines(raw: bytes):
+    """`_IMPORT.finditer(raw)`: the same matches, as each lies on one line, from its start, and holds
+    `import`. Found by searching for that word rather than trying the pattern at every byte of the
+    file (a fifth of the time: most lines import nothing)."""
+    at = raw.find(b"import")
+    while at != -1:
+        m = _IMPORT.match(raw, raw.rfind(b"\n", 0, at) + 1)
+        if m is not None:
+            yield m
+        end = raw.find(b"\n", at)
+        if end == -1:
+            return
+        at = raw.find(b"import", end)

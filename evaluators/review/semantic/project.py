@@ -17,6 +17,7 @@ from pathlib import Path
 
 from jaxmem.evaluators.review.semantic import exports
 from jaxmem.evaluators.review.semantic.jit import JitInfo
+from jaxmem.evaluators.review.semantic.mentions import CONVERT_WORDS, LOAD_WORDS, mentions
 from jaxmem.evaluators.review.semantic.names import TIMERS
 
 IMPORT_LINES = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
@@ -68,6 +69,9 @@ class Project:
         self._building: list[str] = []  # modules whose facts are being computed, outermost first
         self._tainted: set[str] = set()  # of those, the ones that read an unfinished module
         self._due: set[str] = set()  # files this process will still review: only theirs are kept
+        # Files it has reviewed, once a batch is expected: a worker of a pool may yet be given any
+        # other file of the tree, so a tree or model built for an importer is kept for it too.
+        self._done: set[str] | None = None
         self._words: dict[str, bool] = {}
         self._answers: dict[str, FunctionFacts | None] = {}  # function(): final answers by qualname
         self._exports: dict[str, dict[str, str]] = {}  # module -> name it re-exports -> what it is
@@ -203,6 +207,11 @@ class Project:
         """This process will review `paths`: a tree parsed for their facts is worth keeping (one
         reviewed already, or by another worker, would be kept for nothing)."""
         self._due.update(self.real(p) for p in paths)
+        self._done = self._done if self._done is not None else set()
+
+    def may_review(self, path: str) -> bool:
+        """Whether this process may still review `path` (resolved): a tree or model is kept for it."""
+        return path in self._due or (self._done is not None and path not in self._done)
 
     def source_tree(self, path: str, needs: bytes | None = None) -> tuple[str, ast.Module] | None:
         """The text and tree of a file of the tree (`path` as in `files`), parsed once per process:
@@ -223,7 +232,7 @@ class Project:
             tree = parse(text, path)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
             return None
-        if path in self._due:
+        if self.may_review(path):
             self._kept[path] = (text, tree, None)
         return text, tree
 
@@ -234,6 +243,7 @@ class Project:
             return None, None
         resolved = self.real(path)
         self._due.discard(resolved)
+        self._done.add(resolved)
         kept = self._kept.pop(resolved, None)
         return (kept[1], kept[2]) if kept is not None and kept[0] == source else (None, None)
 
@@ -304,8 +314,8 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     text, tree = got
     lines = text.splitlines()
     a = semantic.build(tree, lines, module=module, project=project)
-    keep = path in project._due and module not in project._tainted
-    if path in project._due:
+    keep = project.may_review(path) and module not in project._tainted
+    if project.may_review(path):
         project._kept[path] = (text, tree, a if keep else None)
     scope = a.module_scope
     out: dict[str, FunctionFacts] = {}
@@ -322,7 +332,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             if clocks.reads_clock(a, m):
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, reads_clock=True,
                                                        clock_context=clocks.is_context_clock(a, m))
-            elif m not in a.jitted_defs and _mentions(lines, m, (*CONVERT_WORDS, "self.")) and (
+            elif m not in a.jitted_defs and mentions(lines, m, (*CONVERT_WORDS, "self.")) and (
                     converted := helpers.converted_params(a, m)):
                 # A method that reads its arguments on the host (`self.log_loss(loss)` in a subclass).
                 out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, converts=tuple(converted.items()),
@@ -356,9 +366,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
                 trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None),
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
-                loads=_mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
-                converts=tuple(helpers.converted_params(a, fn).items()) if _mentions(lines, fn, CONVERT_WORDS) else (),
-                signature=helpers.signature(fn), periodic=_mentions(lines, fn, ("%",)) and periodic_predicate(fn),
+                loads=mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
+                converts=tuple(helpers.converted_params(a, fn).items()) if mentions(lines, fn, CONVERT_WORDS) else (),
+                signature=helpers.signature(fn), periodic=mentions(lines, fn, ("%",)) and periodic_predicate(fn),
                 parts=a.returned_parts(fn))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
@@ -385,16 +395,3 @@ def _jit_facts(a, info, scope) -> FunctionFacts:
     return FunctionFacts(jit=info, returns="jax", returns_strict="jax",
                          trains=fn is not None and trains(fn, At(a, a.scopes.get(fn) or scope)))
 
-
-# Text a function's body must hold before these facts are worked out: most functions of an imported
-# module are neither loaders nor host readers, and working it out for each cost a fifth of a
-# review. What it gives up: a loader reached through a local helper whose call shows none of
-# these words (`w = read_weights(p)`, itself calling `np.load`) is not recorded.
-CONVERT_WORDS = ("float(", "int(", "bool(", "complex(", ".item(", ".tolist(", "asarray(", "array(", "device_get(",
-                 "any(", "all(")
-LOAD_WORDS = ("load", "restore", "fromfile", "memmap", "File(", "as_numpy", "from_bytes", "msgpack")
-
-
-def _mentions(lines: list[str], fn: ast.AST, words: tuple[str, ...]) -> bool:
-    body = "\n".join(lines[fn.lineno - 1:getattr(fn, "end_lineno", fn.lineno)])
-    return any(w in body for w in words)

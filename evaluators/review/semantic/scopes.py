@@ -90,7 +90,7 @@ class Scope:
         for b in bs:
             if b.at < p and (b.until is None or p <= b.until) and (before is None or b.at >= before.at):
                 before = b
-        loop = self.loop_at(p)
+        loop = self.loop_at(p) if self.loops else None  # most scopes have no loop: no call
         back = None
         if loop is not None and not (before is not None and before.at >= loop[0]):
             # Read before its (re)binding in the loop body: the value comes from the previous
