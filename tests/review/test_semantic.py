@@ -336,6 +336,22 @@ def test_donation_follows_jaxs_own_rules_per_maker():
     assert not info.donation_known                              # names through a signature it cannot see
 
 
+def test_equinox_filter_jit_calls_return_ready_and_jax_jit_calls_do_not():
+    # equinox >= 0.11.8 blocks on an output of the program before a filter_jit call returns.
+    src = """
+    import equinox as eqx, jax
+    @eqx.filter_jit
+    def solve(a):
+        return a
+    step = jax.jit(lambda a: a)
+    def run(a):
+        return solve(a), step(a)
+    """
+    a, tree = model(src)
+    assert a.jit_info(expr_at(tree, 8, "solve"), scope_at(a, 8)).returns_ready
+    assert not a.jit_info(expr_at(tree, 8, "step"), scope_at(a, 8)).returns_ready
+
+
 def test_a_factory_returning_a_pmap_in_a_tuple_position_gives_that_name_the_jit():
     src = """
     import jax

@@ -99,6 +99,8 @@ def _waits(call: ast.Call, ctx: Ctx) -> bool:
         return True
     if isinstance(call.func, ast.Name) and call.func.id in ("float", "int", "print"):
         return True
+    if (info := ctx.jit_info(call.func)) is not None and info.returns_ready:
+        return True  # `eqx.filter_jit` blocks on its own outputs before it returns (equinox >= 0.11.8)
     return ctx.qualname(call.func) in WAITS or is_sync(ctx, call) or local_waits(call, ctx)
 
 

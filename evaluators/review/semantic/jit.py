@@ -6,6 +6,12 @@ from dataclasses import dataclass
 
 from jaxmem.evaluators.review.semantic.names import literal_ints, literal_strs
 
+# Makers whose calls return only once their work is done. Since equinox 0.11.8 (commit 141c18d,
+# 2024-10-01; unchanged through 0.13) every `eqx.filter_jit` call ends with
+# `marker.block_until_ready()` on an output of the same compiled program, to raise its runtime
+# errors where they happen; before 0.11.8 it dispatched asynchronously like `jax.jit`.
+RETURNS_READY = frozenset({"equinox.filter_jit"})
+
 
 @dataclass
 class JitInfo:
@@ -44,6 +50,11 @@ class JitInfo:
             elif kw.arg is None:  # **kwargs: anything could be donated
                 info.donate_argnums = None
         return info
+
+    @property
+    def returns_ready(self) -> bool:
+        """A call waits for its own work before it returns (see RETURNS_READY)."""
+        return self.maker in RETURNS_READY
 
     def merged(self, base: JitInfo) -> JitInfo:
         """This call's keywords over a factory's (`my_jit = partial(jax.jit, ...)`)."""

@@ -84,6 +84,9 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
         # Statement by statement: work queued after the last wait is still running when the
         # clock stops (`reset = env.reset(...)`, a wait, then `buffer = collect(...)`, jitted).
         st_runs = st_jitted = st_waits = st_reads = False  # reads: a wait that is no guess
+        # Compiled calls that return with their work done (`eqx.filter_jit`), and ones that do not:
+        # a statement waits through the first only when none of the second runs in it.
+        st_ready = st_queued = False
         sinks = {e.value for e in astutil.walk_running(stmt) if isinstance(e, ast.Expr)} if not guesses else ()
         for n in astutil.walk_running(stmt):
             if isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax" and n not in sometimes:
@@ -99,16 +102,17 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
                 st_runs = True  # `C = A @ B` on device arrays: one operation, dispatched and not waited for
             if not isinstance(n, ast.Call):
                 continue
-            if ctx.jit_info(n.func) is not None:
+            if (info := ctx.jit_info(n.func)) is not None:
                 jitted.append(dotted(n.func) or "function")
                 st_runs = st_jitted = True
+                st_ready, st_queued = st_ready or info.returns_ready, st_queued or not info.returns_ready
             elif local_jitted(n, ctx):
                 # A module function calling jitted ones queues compiled work. Its first call is not
                 # reported as a compile: such a function is mostly a whole run (a wall-clock total,
                 # compile included on purpose), and which call compiles is not seen here.
-                st_runs = st_jitted = True
+                st_runs = st_jitted = st_queued = True
             elif n in steps:
-                st_runs = st_jitted = True
+                st_runs = st_jitted = st_queued = True
             elif not st_runs and ctx.kind(n) == "jax":
                 st_runs = True
             if not st_reads and n not in sometimes and (
@@ -117,6 +121,8 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
                 st_waits = st_reads = True
             if not st_waits and n not in sometimes and (guesses or n in sinks) and may_wait(n, ctx):
                 st_waits = True
+        if st_ready and not st_queued:
+            st_waits = st_reads = True  # `props = fluid.get_state(h, p)`, filter_jit: returned when done
         if guesses and isinstance(stmt, ast.Assign) and _unmodelled_conversion(stmt, ctx):
             st_waits = True  # a guess: found without it, the region is reported as possible
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call) \
