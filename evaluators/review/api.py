@@ -117,6 +117,7 @@ def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Calla
     if notes is not None:
         notes.extend(Note(path, f"cell {cell}: not Python ({why}); that cell was skipped, the others reviewed")
                      for cell, why in nb.skipped)
+    notebook.mark_displayed(nb)
     findings = engine.check_source(nb.source, path, rules, card_url, notes, project, tree=nb.tree)
     for f in findings:
         f.cell, f.line = nb.locate(f.line)

@@ -60,6 +60,12 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
         yield n
 
 
+def displayed(stmt: ast.AST) -> bool:
+    """A notebook cell's last statement, an expression Jupyter shows the value of (marked by
+    notebook.mark_displayed): `arr.at[3].set(10)` there is looked at, not thrown away."""
+    return stmt.__dict__.get("_jm_displayed", False)
+
+
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 

@@ -42,6 +42,24 @@ class NotebookSource:
         return (self.line_map[-1][0] if self.line_map else 1, line)
 
 
+def mark_displayed(nb: NotebookSource) -> None:
+    """Jupyter shows the value of a cell whose last statement is an expression not ended by `;`:
+    that statement's result is displayed, not thrown away (astutil.displayed). Only notebooks:
+    the same line in a script run by `python` is discarded."""
+    if nb.tree is None:
+        return
+    last: dict[int, ast.stmt] = {}
+    for stmt in nb.tree.body:
+        last[nb.locate(stmt.lineno)[0]] = stmt
+    for stmt in last.values():
+        if not isinstance(stmt, ast.Expr):
+            continue
+        written = nb.source_line(*nb.locate(stmt.end_lineno or stmt.lineno))
+        if written is not None and written.split("#", 1)[0].rstrip().endswith(";"):
+            continue  # `plt.plot(x);`: the semicolon hides the value
+        stmt.__dict__["_jm_displayed"] = True
+
+
 PYTHON_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun", "%%debug")
 # IPython line magics that automagic lets users write without `%` (`timeit -n 5 f(x)`).
 AUTOMAGICS = frozenset({

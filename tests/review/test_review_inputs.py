@@ -116,6 +116,24 @@ def test_a_notebook_finding_shows_its_line_as_written_and_timeit_cells_are_read(
     assert found[(3, 2)].source_line == "y = f(x)" and "`%%timeit f(x)`" in found[(3, 2)].message
 
 
+def test_a_notebook_cells_last_expression_is_shown_not_discarded(tmp_path: Path):
+    """Jupyter displays the value of a cell's last expression: `arr.at[3].set(10)` there is a
+    demonstration of immutability, not a lost update. Ended by `;`, or before other statements
+    of the cell, or in a script, its result is thrown away (JM502)."""
+    cells = [
+        ("code", "import jax.numpy as jnp\narr = jnp.arange(5)"),
+        ("code", "arr.at[3].set(10)"),
+        ("code", "arr.at[2].set(7);  # hidden"),
+        ("code", "arr.at[1].set(4)\nprint(arr)"),
+    ]
+    nb = tmp_path / "immutability.ipynb"
+    nb.write_text(_nb(cells))
+    found = {(f.cell, f.line) for f in review_paths([str(nb)], jobs=1, show_possible=True).findings if f.code == "JM502"}
+    assert found == {(3, 1), (4, 1)}
+    script = "\n".join(src for _, src in cells)
+    assert len([f for f in review_source(script, "demo.py") if f.code == "JM502"]) == 3
+
+
 def test_a_notebook_is_limited_by_its_code_not_its_outputs(tmp_path: Path):
     """Embedded plots make notebooks large; max-file-size counts the code cells."""
     doc = json.loads(_nb([("code", "import jax.numpy as jnp"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.astutil import displayed
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.rules.at_set_in_python_loop import at_update_base
@@ -37,8 +38,8 @@ class DiscardedAtUpdate(Rule):
 
     def check(self, node: ast.Expr, ctx: Ctx) -> None:
         base = at_update_base(node.value)
-        if base is None or _is_ref(base, ctx):
-            return
+        if base is None or _is_ref(base, ctx) or displayed(node):
+            return  # a notebook cell's last expression is shown: `arr.at[3].set(10)` as a demonstration
         ctx.report(self, node, expr=describe(node.value), name=describe(base))
 
 
