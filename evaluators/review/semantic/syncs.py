@@ -46,7 +46,9 @@ def reads_condition(ctx: Walk, test: ast.AST) -> bool:
 def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
     """The expression waits for the device: block_until_ready, device_get, or a host read of a
     device array (float/int/bool/.item()/.tolist()/NumPy on it, printing or formatting it, an
-    `if` on it), or a call of a module function whose body does one of those."""
+    `if` on it), or a call of a module function whose body does one of those; or compiled calls
+    that all return with their work done (`eqx.filter_jit`, semantic/jit.py RETURNS_READY)."""
+    ready = queued = False
     for n in astutil.walk(node):
         if isinstance(n, (ast.If, ast.While, ast.Assert)) and reads_condition(ctx, n.test):
             return True  # `assert jnp.isfinite(lp)` calls bool() on the device value too
@@ -54,6 +56,8 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
             return True
         if isinstance(n, ast.Call):
             func = n.func
+            if depth == 0 and (info := ctx.jit_info(func)) is not None:
+                ready, queued = ready or info.returns_ready, queued or not info.returns_ready
             if builtin_name(ctx, func) in FORMAT_BUILTINS and any(
                     ctx.kind(x) == "jax" for x in [*n.args, *(k.value for k in n.keywords)]):
                 return True
@@ -74,7 +78,7 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
                 return True
         elif isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
             return True
-    return False
+    return ready and not queued
 
 def writes_into_numpy(ctx: Walk, node: ast.Assign | ast.AugAssign) -> bool:
     """`u_states[:, i, :] = u_next` (also as one target of an unpacking, `losses[i], state =
