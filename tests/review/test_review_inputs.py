@@ -134,6 +134,27 @@ def test_a_notebook_cells_last_expression_is_shown_not_discarded(tmp_path: Path)
     assert len([f for f in review_source(script, "demo.py") if f.code == "JM502"]) == 3
 
 
+@pytest.mark.parametrize("files, sure", [
+    ({}, True),                                                       # nothing declared: jax today
+    ({"pyproject.toml": '[project]\ndependencies = ["jax==0.4.25", "jaxlib==0.4.25"]\n'}, False),
+    ({"requirements.txt": "jax[cuda12]~=0.4.20\nflax==0.10.0\n"}, False),
+    ({"requirements.txt": "jax<0.10\n"}, True),                        # may be 0.9.x: not known to work
+    ({"requirements.txt": "jaxlib==0.4.25\njax>=0.4\n"}, True),        # no upper bound on jax itself
+])
+def test_a_removed_api_is_an_upgrade_note_where_the_project_pins_an_older_jax(tmp_path: Path, files, sure):
+    """JM204's claim (raises on jax 0.10) does not hit a project whose requirements keep JAX below
+    0.9: there the finding is possible and says the call works on the pinned version."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    pkg = tmp_path / "agents"
+    pkg.mkdir()
+    (pkg / "ppo.py").write_text("import jax\n\ndef init(state):\n    return jax.device_put_replicated(state, jax.devices())\n")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    (f,) = [f for f in result.findings + result.possible if f.code == "JM204"]
+    assert (f.confidence == "sure") is sure
+    assert ("works on the jax this project pins" in f.message) is not sure
+
+
 def test_a_notebook_is_limited_by_its_code_not_its_outputs(tmp_path: Path):
     """Embedded plots make notebooks large; max-file-size counts the code cells."""
     doc = json.loads(_nb([("code", "import jax.numpy as jnp"),

@@ -6,7 +6,9 @@ What it does
 Why is this bad
     Both were deprecated in the 0.8 series; on jax 0.10.2 calling either raises
     `AttributeError: jax.device_put_sharded is deprecated; use jax.device_put instead`
-    (checked here). Code using them no longer places any data.
+    (checked here). Code using them no longer places any data. Deprecated in jax 0.8.1: a project
+    whose requirements keep it below 0.9 still has them, so there the finding is an upgrade note
+    (possible), not an error.
 
 Example
     xs = jax.device_put_sharded(list(shards), jax.devices())
@@ -20,6 +22,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic.pins import jax_below
 
 REMOVED = frozenset({"jax.device_put_sharded", "jax.device_put_replicated"})
 
@@ -34,10 +37,16 @@ class RemovedDevicePutSharded(Rule):
     node_types = (ast.Call,)
     call_names = REMOVED
     requires = ('device_put_sharded', 'device_put_replicated')
+    pinned_message = ("`{func}` works on the jax this project pins (below 0.9), but it is deprecated since jax "
+                      "0.8.1 and raises AttributeError on jax 0.10: it breaks when JAX is upgraded")
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         q = ctx.qualname(node.func)
-        if q in REMOVED:
+        if q not in REMOVED:
+            return
+        if jax_below(ctx.path, (0, 9)):
+            ctx.report(self, node, message=self.pinned_message, func=q, sure=False)
+        else:
             ctx.report(self, node, func=q)
 
 

@@ -1,0 +1,73 @@
+"""The JAX versions a reviewed project declares it runs on, read from its requirement files.
+
+Some claims hold only from a JAX version on (`jax.device_put_replicated` raises from 0.10): a
+project that pins an older JAX is not hit by them, as ruff reads `requires-python` before it
+reports syntax an older Python lacks. The files nearest to the reviewed file are read
+(pyproject.toml, requirements*.txt, setup.py, setup.cfg, environment.yml), walking up to the
+folder that holds `.git` or at most six levels; the first folder with a JAX requirement decides.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
+# `jax==0.4.25`, `jax[cuda12]<=0.4.30`, `"jax<0.5"`, `jax~=0.4.20`; not `jaxlib`, `jaxtyping`, `flax`.
+_REQUIREMENT = re.compile(r"(?<![\w.-])jax(?:\[[^\]]*\])?\s*(==|<=|<|~=)\s*v?(\d+(?:\.\d+)*)")
+_MAX_LEVELS = 6
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+def _bound(op: str, version: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
+    """The highest version allowed, and whether it is allowed itself (`<` excludes it)."""
+    if op == "~=":  # ~=0.4.25 allows 0.4.x from 0.4.25; ~=0.4 allows 0.x from 0.4
+        return (*version[:-2], version[-2] + 1) if len(version) > 1 else version, False
+    return version, op != "<"
+
+
+@functools.lru_cache(maxsize=256)
+def _declared(folder: str) -> tuple[tuple[int, ...], bool] | None:
+    """The tightest upper bound on JAX that the requirement files of `folder` or the folders above
+    it declare, as (version, inclusive); None when none declares one."""
+    for _ in range(_MAX_LEVELS):
+        names = [n for n in _listing(folder) if n in _FILES or (n.startswith("requirements") and n.endswith(".txt"))]
+        bounds = []
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as fh:
+                    text = fh.read(200_000)
+            except OSError:
+                continue
+            bounds += [_bound(op, _version(v)) for op, v in _REQUIREMENT.findall(text)]
+        if bounds:
+            return min(bounds)
+        if ".git" in _listing(folder):
+            return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    return None
+
+
+def _listing(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def jax_below(path: str, version: tuple[int, ...]) -> bool:
+    """The project around `path` declares a JAX requirement that excludes `version` and every
+    later one (`jax==0.4.25` is below (0, 9)). False for pasted code, or without a declaration."""
+    if not path or path.startswith("<") or not os.path.exists(path):
+        return False
+    found = _declared(os.path.dirname(os.path.abspath(path)))
+    if found is None:
+        return False
+    bound, inclusive = found
+    return bound < version if inclusive else bound <= version
