@@ -62,8 +62,13 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
 
 def displayed(stmt: ast.AST) -> bool:
     """A notebook cell's last statement, an expression Jupyter shows the value of (marked by
-    notebook.mark_displayed): `arr.at[3].set(10)` there is looked at, not thrown away."""
+    notebook.mark_displayed through mark_displayed): `arr.at[3].set(10)` there is looked at, not
+    thrown away."""
     return stmt.__dict__.get("_jm_displayed", False)
+
+
+def mark_displayed(stmt: ast.AST) -> None:
+    stmt.__dict__["_jm_displayed"] = True
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

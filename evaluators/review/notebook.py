@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.astutil import parse
 
 
@@ -57,7 +58,7 @@ def mark_displayed(nb: NotebookSource) -> None:
         written = nb.source_line(*nb.locate(stmt.end_lineno or stmt.lineno))
         if written is not None and written.split("#", 1)[0].rstrip().endswith(";"):
             continue  # `plt.plot(x);`: the semicolon hides the value
-        stmt.__dict__["_jm_displayed"] = True
+        astutil.mark_displayed(stmt)
 
 
 PYTHON_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun", "%%debug")

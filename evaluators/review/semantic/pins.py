@@ -34,7 +34,8 @@ def _declared(folder: str) -> tuple[tuple[int, ...], bool] | None:
     """The tightest upper bound on JAX that the requirement files of `folder` or the folders above
     it declare, as (version, inclusive); None when none declares one."""
     for _ in range(_MAX_LEVELS):
-        names = [n for n in _listing(folder) if n in _FILES or (n.startswith("requirements") and n.endswith(".txt"))]
+        listing = _listing(folder)
+        names = [n for n in listing if n in _FILES or (n.startswith("requirements") and n.endswith(".txt"))]
         bounds = []
         for name in names:
             try:
@@ -45,7 +46,7 @@ def _declared(folder: str) -> tuple[tuple[int, ...], bool] | None:
             bounds += [_bound(op, _version(v)) for op, v in _REQUIREMENT.findall(text)]
         if bounds:
             return min(bounds)
-        if ".git" in _listing(folder):
+        if ".git" in listing:
             return None
         parent = os.path.dirname(folder)
         if parent == folder:

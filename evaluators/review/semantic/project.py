@@ -314,8 +314,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     text, tree = got
     lines = text.splitlines()
     a = semantic.build(tree, lines, module=module, project=project)
-    keep = project.may_review(path) and module not in project._tainted
-    if project.may_review(path):
+    due = project.may_review(path)
+    keep = due and module not in project._tainted  # not a model that read a module still being modelled
+    if due:
         project._kept[path] = (text, tree, a if keep else None)
     scope = a.module_scope
     out: dict[str, FunctionFacts] = {}
