@@ -4,7 +4,7 @@
 
 For every `repository:`/`commit:` pair in the reading's SOURCES.txt, finds the mirror of that
 repository (`<mirrors>/<owner>+<name>/...`, a bare git directory as the fetch tool leaves it), and
-writes each FILES.txt path of that repository, byte for byte from the recorded commit, with the
+writes each FILES.txt (and EXTRA.txt, where present) path of that repository, byte for byte from the recorded commit, with the
 licence file beside it. A repository with no mirror, or whose mirror lacks the commit, is named and
 skipped; the files already there are left alone. Prints one line per repository.
 """
@@ -53,9 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     args = ap.parse_args(argv)
     files = defaultdict(list)
-    for line in (args.reading / "FILES.txt").read_text(encoding="utf-8").splitlines():
-        folder, _, rel = line.partition("/")
-        files[folder].append(rel)
+    # EXTRA.txt (readings from 12zzzzc on) lists the requirement files vendored beside the code
+    # (pyproject.toml, requirements*.txt, ...): not reviewed files, but what pins.py reads.
+    for listing in ("FILES.txt", "EXTRA.txt"):
+        path = args.reading / listing
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            folder, _, rel = line.partition("/")
+            if rel:
+                files[folder].append(rel)
     missing = 0
     for src in sources(args.reading):
         slug = "/".join(src["repository"].rstrip("/").split("/")[-2:])
