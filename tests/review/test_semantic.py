@@ -1565,3 +1565,22 @@ def test_jax_use_follows_the_tree_imports_of_a_file_that_names_no_jax(tmp_path: 
     assert not jax_use.touches_jax("import time\nfrom pkg.torch_helpers import evaluate\n", project)
     assert not jax_use.touches_jax("import torch\n", None)
     assert jax_use.touches_jax("import flax.linen as nn\n", None)
+
+
+def test_what_an_out_of_sight_training_step_returns_beside_the_state_is_a_guessed_device_value():
+    # guesses.steps_trained_state: the call replaces state it is handed, in a loop, and either the
+    # state is named as trained or the call as a step. Never proof (strict reading), and not for
+    # the same shape outside a loop (setup) or for a host environment's step.
+    src = """
+    class T:
+        def run(self, params, env, obs):
+            opt_state = self.optimizer.init(params)
+            for i in range(1000):
+                loss, params, opt_state = self.optimizer.step(params, opt_state)
+                obs, reward = env.step(obs)
+            loss0, params = self.optimizer.step(params, opt_state)
+            return loss, reward, loss0
+    """
+    assert kind(src, 9, "loss") == "jax" and kind(src, 9, "loss", strict=True) is None
+    assert kind(src, 9, "reward") is None
+    assert kind(src, 9, "loss0") is None

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.astutil import number_list, own_returns
+from jaxmem.evaluators.review.semantic.guesses import feeds_gradients, steps_trained_state
 from jaxmem.evaluators.review.semantic.inplace import inplace_on_numpy
 from jaxmem.evaluators.review.semantic.names import (
     ELEMENT_KIND,
@@ -91,8 +91,8 @@ class KindsMixin:
             return "np"  # `p += grad`: NumPy's in-place operator keeps the array NumPy (and converts grad)
         k = self.kind(b.value, scope, strict)
         if k is None and not strict and b.index is not None and isinstance(b.value, ast.Call) \
-                and self._feeds_gradients(b, scope):
-            return "jax"
+                and (feeds_gradients(self, b, scope) or steps_trained_state(self, b, scope)):
+            return "jax"  # a sibling is handed on as gradients, or replaces trained state: guesses.py
         return k
 
     def optimizer_part(self, func: ast.AST, scope: Scope) -> int | None:
@@ -105,32 +105,6 @@ class KindsMixin:
                 and (self.qualname(b.value.func) or "").startswith(OPTIMIZER_TRIPLES):
             return b.index
         return None
-
-    def _feeds_gradients(self, b: Binding, scope: Scope) -> bool:
-        """`loss, grads = loss_and_grad(p, data)` with the callable out of sight (a parameter, an
-        attribute): a sibling of the unpacking is handed to an optimizer's update as its gradients
-        (the update of an optimizers triple, or an `...update(grads, ...)` call with a name that
-        says gradients), so the call computes a loss and its gradients: device arrays, unless it
-        converts them itself. A guess, never proof (the default reading only)."""
-        target = b.node.targets[0] if isinstance(b.node, ast.Assign) and len(b.node.targets) == 1 else None
-        if not isinstance(target, (ast.Tuple, ast.List)) or not isinstance(scope.node, _FUNCS):
-            return False
-        memo = self.memo.setdefault("feeds_gradients", {})
-        if b.node not in memo:
-            siblings = {e.id for e in target.elts if isinstance(e, ast.Name)}
-            memo[b.node] = any(self._gradient_argument(c, siblings, scope) for c in astutil.walk(scope.node)
-                               if isinstance(c, ast.Call))
-        return memo[b.node]
-
-    def _gradient_argument(self, call: ast.Call, names: set[str], scope: Scope) -> bool:
-        if self.optimizer_part(call.func, scope) == 1:
-            # `opt_update(i, grads, opt_state)`: the second argument is the gradients, by the API
-            return len(call.args) > 1 and isinstance(call.args[1], ast.Name) and call.args[1].id in names
-        last = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        if not (last.endswith(("update", "updates")) or last == "apply_gradients"):
-            return False
-        return any(isinstance(v, ast.Name) and v.id in names and "grad" in v.id.lower()
-                   for v in [*call.args, *(k.value for k in call.keywords)])
 
     def _position(self, value: ast.AST | None, index: int, scope: Scope) -> ast.AST | str | None:
         """What position `index` of an unpacked value is, where the source shows it: an element of a

@@ -288,3 +288,25 @@ def import_bindings(node: ast.AST, module: str | None, resolve=None, package: bo
         base = absolute_module(node, module, package)
         for alias in node.names if base else ():
             yield alias.asname or alias.name, resolve(base, alias.name) if resolve else f"{base}.{alias.name}"
+
+
+# Names that say "training": read by training.py (trained state) and guesses.py (kinds of a
+# training step's results), kept here so that both sit below the model.
+TRAINING_STEP_HINTS = ("train", "update", "fit", "learn", "sgd", "optim")
+TRAINED_HINTS = ("param", "opt", "train", "model", "weight", "svi", "solver", "learner")
+
+
+def named_trained(name: str) -> bool:
+    """`params`, `opt_state`, `train_state`, `model`: named as trained state."""
+    return any(h in name.lower() for h in TRAINED_HINTS)
+
+
+def last_name(func: ast.AST) -> str:
+    """`update` of `update`, `gan.update` and `self.tx.update`; "" for anything else."""
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def named_for_training(func: ast.AST) -> bool:
+    """`train_step`, `train_epoch`, `update`, `gan.update`, `fit_batch`: named as a training step."""
+    name = last_name(func).lower()
+    return any(h in name for h in TRAINING_STEP_HINTS)

@@ -12,29 +12,22 @@ import ast
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.helpers import own_nodes
-from jaxmem.evaluators.review.semantic.names import GRADIENT_TRANSFORMS, pos
+from jaxmem.evaluators.review.semantic.names import (  # noqa: F401  (re-exported: rules import them from here)
+    GRADIENT_TRANSFORMS,
+    TRAINED_HINTS,
+    TRAINING_STEP_HINTS,
+    last_name,
+    named_for_training,
+    named_trained,
+    pos,
+)
 from jaxmem.evaluators.review.semantic.walk import Walk
 
-TRAINING_STEP_HINTS = ("train", "update", "fit", "learn", "sgd", "optim")
-TRAINED_HINTS = ("param", "opt", "train", "model", "weight", "svi", "solver", "learner")
 GRADIENT_CALLS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad",
                             "apply_gradients", "apply_updates"})
 
 
-def named_trained(name: str) -> bool:
-    """`params`, `opt_state`, `train_state`, `model`: named as trained state."""
-    return any(h in name.lower() for h in TRAINED_HINTS)
 
-
-def last_name(func: ast.AST) -> str:
-    """`update` of `update`, `gan.update` and `self.tx.update`; "" for anything else."""
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
-def named_for_training(func: ast.AST) -> bool:
-    """`train_step`, `train_epoch`, `update`, `gan.update`, `fit_batch`: named as a training step."""
-    name = last_name(func).lower()
-    return any(h in name for h in TRAINING_STEP_HINTS)
 
 
 def zipped_update(value: ast.AST | None) -> ast.Call | None:
