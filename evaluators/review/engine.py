@@ -288,13 +288,13 @@ def _substrings(required: tuple[str, ...]) -> dict[str, str]:
 
 def _check_tree(tree: ast.Module, source: str, lines: list[str], path: str, rules: Iterable[Rule],
                 card_url: Callable[[str], str], project, kept_model=None) -> list[Finding]:
-    seen = source + (project.prefilter_text(source) if project is not None else "")
+    module = project.module_of(path) if project is not None else None
+    seen = source + (project.prefilter_text(source, module) if project is not None else "")
     rules = _applicable(rules, seen)
-    if not jax_use.touches_jax(source, project):
+    if not jax_use.touches_jax(source, project, module):
         rules = [r for r in rules if not r.needs_jax]
     if not rules:
         return []
-    module = project.module_of(path) if project is not None else None
     analysis = kept_model or semantic.build(tree, lines, module=module, project=project)
     mark_per_step(analysis)
     ctx = Ctx(analysis=analysis, path=path, card_url=card_url, scope=analysis.module_scope)

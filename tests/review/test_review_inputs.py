@@ -439,3 +439,63 @@ def test_a_trainer_that_gets_jax_through_a_star_import_of_the_tree(tmp_path: Pat
         "        bar.set_description(f'loss={loss:.4f}')\n")
     result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
     assert ("JM102", 12) in {(f.code, f.line) for f in result.findings}
+
+
+def test_scripts_in_sibling_folders_star_import_the_model_beside_each(tmp_path: Path):
+    # Reduced from 12zzzzf's jaxgptoolbox demos: `demos/a/main.py` and `demos/b/main.py` each do
+    # `from model import *`, and each folder has its own `model.py` importing jax. The script's
+    # own folder comes first on sys.path, so each star import means the model beside it; the text
+    # prefilter and the "touches JAX" check must resolve it that way too, as the model does
+    # (they used to see two candidate `model` modules, take neither, and drop the file's rules).
+    for folder in ("a", "b"):
+        d = tmp_path / "demos" / folder
+        d.mkdir(parents=True)
+        (d / "model.py").write_text("import jax\nimport jax.numpy as np\nfrom jax import jit, value_and_grad\n"
+                                    "import numpy as onp\n")
+        (d / "main.py").write_text(
+            "from model import *\n\n"
+            "@jit\n"
+            "def update(p, x):\n"
+            "    value, g = value_and_grad(lambda q: np.mean((q * x) ** 2))(p)\n"
+            "    return value, p - 0.1 * g\n\n"
+            "if __name__ == '__main__':\n"
+            "    p = np.ones(3)\n"
+            "    history = onp.zeros(1000)\n"
+            "    for epoch in range(1000):\n"
+            "        value, p = update(p, np.ones(3))\n"
+            "        history[epoch] = value\n")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    found = {(Path(f.path).parent.name, f.code, f.line) for f in result.findings}
+    assert {("a", "JM101", 13), ("b", "JM101", 13)} <= found
+
+
+def test_a_timer_around_a_tree_helper_that_reads_on_the_host_is_not_sure(tmp_path: Path):
+    # Reduced from 12zzzzc-12zzzzg's first run, where all 5 wrong sure JM701 findings had this
+    # shape: the step's metrics go through a helper in another file of the tree whose body copies
+    # them to the host (`jax.device_get` of a tree mapped over its argument), then the clock stops.
+    # Which values the helper reads is more data flow than the model follows: the region may have
+    # waited, so a timing there is possible at most (semantic/hostreads.py). A helper that reads
+    # nothing on the host leaves the finding sure.
+    (tmp_path / "utils.py").write_text(
+        "import jax\n\n"
+        "def get_from_first_device(nest):\n"
+        "    first = jax.tree_util.tree_map(lambda x: x[0], nest)\n"
+        "    return jax.device_get(first)\n\n"
+        "def first_only(nest):\n"
+        "    return jax.tree_util.tree_map(lambda x: x[0], nest)\n")
+    for name, helper in (("learner_reads.py", "get_from_first_device"), ("learner_plain.py", "first_only")):
+        (tmp_path / name).write_text(
+            "import time\n\nimport jax\nimport jax.numpy as jnp\n\nimport utils\n\n"
+            "@jax.jit\n"
+            "def sgd_step(state, batch):\n"
+            "    return state - 0.1 * batch, {'loss': jnp.mean(batch)}\n\n"
+            "def step(state, batch, log):\n"
+            "    start = time.time()\n"
+            "    state, metrics = sgd_step(state, batch)\n"
+            f"    metrics = utils.{helper}(metrics)\n"
+            "    log({'time': time.time() - start})\n"
+            "    return state, metrics\n")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    jm701 = {Path(f.path).name: f.confidence for f in result.findings if f.code == "JM701"}
+    assert jm701.get("learner_plain.py") == "sure"
+    assert jm701.get("learner_reads.py") != "sure"

@@ -26,16 +26,17 @@ _JAX_IMPORT = re.compile(rf"^[ \t]*(?:import|from)[ \t]+(?:jax\w*|{'|'.join(LIBR
 _facts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def touches_jax(source: str, project=None) -> bool:
+def touches_jax(source: str, project=None, module: str | None = None) -> bool:
     """The file's text names JAX, or a module of the tree it imports imports JAX, itself or through
     the modules a package's `__init__` imports (`from src.diffusion import make_step`, re-exported
-    by two package `__init__`s from the module that jits it)."""
+    by two package `__init__`s from the module that jits it). `module`: the file's own module name
+    (its imports resolve as the model resolves them: a module beside the file comes first)."""
     if JAX_WORDS.search(source):
         return True
     if project is None or not project.files:
         return False
     seen: set[str] = set()
-    todo = [m for m in (_module(name, None, project) for name in _imported(source)) if m is not None]
+    todo = [m for m in (_module(name, module, project) for name in _imported(source)) if m is not None]
     while todo and len(seen) < 64:
         module = todo.pop()
         if module in seen:
@@ -63,7 +64,9 @@ def _module(name: str, importer: str | None, project) -> str | None:
             package = package.rpartition(".")[0]
         name = f"{package}.{rest}" if package and rest else (package or rest)
     else:
-        name = rest
+        # `from model import *` in `demos/a/main.py`: the script's folder comes first on sys.path,
+        # so `demos/a/model.py` when it exists, whatever other folders hold a `model.py` (beside).
+        name = project.beside(rest, importer) if rest else rest
     return project._module_for(name) if name else None
 
 

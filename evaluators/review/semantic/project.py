@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxmem.evaluators.review.semantic import exports
+from jaxmem.evaluators.review.semantic.hostreads import HOST_READ_WORDS, reads_host
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.mentions import CONVERT_WORDS, LOAD_WORDS, mentions
 from jaxmem.evaluators.review.semantic.names import TIMERS
@@ -47,6 +48,7 @@ class FunctionFacts:
     signature: tuple[tuple[str, ...], str | None] = ((), None)
     periodic: bool = False  # answers a periodic test (`itstime(step, every_n)`): branches.periodic_predicate
     parts: tuple[str | None, ...] = ()  # per position of the tuple it returns: kinds.returned_parts
+    host_reads: bool = False  # its body copies device values to the host somewhere (hostreads.py)
 
 
 TREE_WORDS = " jit pmap float( .item("
@@ -62,9 +64,8 @@ class Project:
         self._by_path = {p: m for m, p in files.items()}
         self._tops = frozenset(m.split(".")[0] for m in files)  # the tree's top-level packages
         self._facts: dict[str, dict[str, FunctionFacts] | None] = {}
-        # Trees and models built to read an imported module's facts, kept until that file's own
-        # review takes them (the reviewer never changes a tree): each file is parsed once per
-        # process, and modelled once unless its model read a module still being modelled.
+        # Trees and models built for an imported module's facts, kept for that file's own review
+        # (trees never change): each file parsed once per process, modelled once unless cyclic.
         self._kept: dict[str, tuple[str, ast.Module, object | None]] = {}
         self._building: list[str] = []  # modules whose facts are being computed, outermost first
         self._tainted: set[str] = set()  # of those, the ones that read an unfinished module
@@ -115,19 +116,20 @@ class Project:
             got = self._real[path] = str(Path(path).resolve())
         return got
 
-    def prefilter_text(self, source: str) -> str:
+    def prefilter_text(self, source: str, module: str | None = None) -> str:
         """Words the rules' text prefilter should also see: a file that imports from a module of
         the tree that makes jitted callables (its text says jit or pmap) may call one without
         writing either word itself, and one that imports from the tree may call a helper there that
-        reads its arguments on the host (`float(`, `.item(`)."""
+        reads its arguments on the host (`float(`, `.item(`). `module`: the file's own module name,
+        so that `from model import *` in `demos/a/main.py` reads `demos/a/model.py` (beside)."""
         if not self.files:
             return ""
         for m in IMPORT_LINES.finditer(source):
             name = m.group(1) or m.group(2)
             if name.startswith(".") or self._package_in_tree(name):
                 return TREE_WORDS  # `from pkg.src import training_utils`: modules of the tree
-            module = self._module_for(name)
-            if module is not None and self._speaks_to_rules(module):
+            found = self._module_for(self.beside(name, module))
+            if found is not None and self._speaks_to_rules(found):
                 return TREE_WORDS
         return ""
 
@@ -370,7 +372,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 loads=mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
                 converts=tuple(helpers.converted_params(a, fn).items()) if mentions(lines, fn, CONVERT_WORDS) else (),
                 signature=helpers.signature(fn), periodic=mentions(lines, fn, ("%",)) and periodic_predicate(fn),
-                parts=a.returned_parts(fn))
+                parts=a.returned_parts(fn), host_reads=mentions(lines, fn, HOST_READ_WORDS) and reads_host(a, fn))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:

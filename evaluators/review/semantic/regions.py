@@ -13,6 +13,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
+from jaxmem.evaluators.review.semantic.hostreads import reads_host
 from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, JAX_LIBRARIES, KNOWN_BY_NAME, LOOP_TYPES, dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import (
     FORMAT_BUILTINS,
@@ -334,11 +335,37 @@ def may_wait(call: ast.Call, ctx: Walk) -> bool:
     """Device values handed to code we cannot see (a checkpoint manager, a metrics writer)
     may be read there; not flagging is the safe side."""
     q = ctx.qualname(call.func)
-    if q is not None or ctx.jit_info(call.func) is not None:
-        return False  # known library (jax, numpy, time, ...) or a jitted function
+    if ctx.jit_info(call.func) is not None:
+        return False  # a jitted function
+    if q is not None:
+        # A known library (jax, numpy, time, ...) reads nothing unasked; a function of the reviewed
+        # tree may, where its body copies values to the host (hostreads.py).
+        return _tree_reads_host(q, ctx)
     if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "add", "update"):
         return False  # containers keep references; they read nothing
+    fn = ctx.analysis.resolve_def(call.func, ctx.scope)
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _def_reads_host(fn, ctx):
+        return True  # `self._run_evaluation()`: a method of this file that reads results on the host
     return handed_device_values(call, ctx)
+
+
+def _tree_reads_host(q: str, ctx: Walk) -> bool:
+    project = ctx.analysis.project
+    facts = project.function(q) if project is not None else None
+    return facts is not None and facts.host_reads
+
+
+def _def_reads_host(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bool:
+    """A def of this file whose body reads on the host, itself or through a function of the tree
+    it calls (`run_evaluation(...)` in another file): one level."""
+    memo = ctx.memo.setdefault("def_reads_host", {})
+    if fn not in memo:
+        memo[fn] = False
+        a = ctx.analysis
+        memo[fn] = reads_host(a, fn) or any(
+            (q := a.qualname(c.func)) is not None and _tree_reads_host(q, ctx)
+            for c in astutil.walk(fn) if isinstance(c, ast.Call))
+    return memo[fn]
 
 
 def handed_device_values(call: ast.Call, ctx: Walk) -> bool:
