@@ -40,7 +40,8 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import sizes
 from jaxmem.evaluators.review.semantic.loops import loop_targets, not_per_step
-from jaxmem.evaluators.review.semantic.training import named_trained, training_call
+from jaxmem.evaluators.review.semantic.names import named_trained
+from jaxmem.evaluators.review.semantic.training import training_call
 
 # Conventional names of per-step scalars: holding a few hundred of them costs nothing.
 SCALAR_HINTS = ("loss", "acc", "metric", "norm", "err", "score", "reward", "perplex", "lr", "value")

@@ -42,8 +42,9 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops, sizes
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
+from jaxmem.evaluators.review.semantic.names import named_trained
 from jaxmem.evaluators.review.semantic.roles import call_role, replaced_state_calls
-from jaxmem.evaluators.review.semantic.training import named_trained, training_call
+from jaxmem.evaluators.review.semantic.training import training_call
 from jaxmem.evaluators.review.semantic.walk import At
 
 

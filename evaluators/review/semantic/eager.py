@@ -13,7 +13,8 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.semantic.helpers import own_nodes
-from jaxmem.evaluators.review.semantic.syncs import HOST_CONVERSIONS, SYNC_BUILTINS, builtin_name
+from jaxmem.evaluators.review.semantic.hostreads import HOST_CONVERSIONS
+from jaxmem.evaluators.review.semantic.syncs import SYNC_BUILTINS, builtin_name
 from jaxmem.evaluators.review.semantic.walk import At
 
 _READ_METHODS = frozenset({"item", "tolist", "block_until_ready"})

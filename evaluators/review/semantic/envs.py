@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic.hostreads import host_conversion
 from jaxmem.evaluators.review.semantic.names import pos
-from jaxmem.evaluators.review.semantic.syncs import host_conversion
 from jaxmem.evaluators.review.semantic.walk import At, Walk, statement_loop
 
 HOST_ENV_MAKERS = ("gym.", "gymnasium.", "envpool.", "dm_control.", "procgen.")

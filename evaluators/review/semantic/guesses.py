@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
-from jaxmem.evaluators.review.semantic.names import last_name, named_trained
+from jaxmem.evaluators.review.semantic.names import last_name, named_trained, pos
 from jaxmem.evaluators.review.semantic.scopes import Binding, Scope
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -49,7 +49,7 @@ def _gradient_argument(a, call: ast.Call, names: set[str], scope: Scope) -> bool
                for v in [*call.args, *(k.value for k in call.keywords)])
 
 
-def steps_trained_state(a, b: Binding, scope: Scope) -> bool:
+def steps_trained_state(b: Binding, scope: Scope) -> bool:
     """`loss, params, opt_state = self.optimizer.step(params, opt_state, key)` in a loop: the call
     takes state and its result replaces it every iteration (a sibling of the unpacking is one of
     its arguments), and either that state is named as trained (`params`, `opt_state`, `model`) or
@@ -59,7 +59,7 @@ def steps_trained_state(a, b: Binding, scope: Scope) -> bool:
     is setup (`steps, callback = self._setup_learn(steps, ...)`), and proves nothing."""
     siblings = _siblings(b, scope)
     call = b.value
-    if not siblings or not isinstance(call, ast.Call) or not _in_loop(a, b.node, scope):
+    if not siblings or not isinstance(call, ast.Call) or scope.loop_at(pos(b.node)) is None:
         return False
     passed = {v.id for v in [*call.args, *(k.value for k in call.keywords)] if isinstance(v, ast.Name)}
     replaced = (siblings & passed) - {b.name}
@@ -72,19 +72,6 @@ def steps_trained_state(a, b: Binding, scope: Scope) -> bool:
                 or ("step" in name and (isinstance(call.func, ast.Name)
                                         or any(named_trained(p) for p in _receiver_parts(call.func)))))
     return stepping or any(named_trained(n) for n in replaced)
-
-
-def _in_loop(a, stmt: ast.AST, scope: Scope) -> bool:
-    """The statement is inside a `for`/`while` of its function (not a nested def's)."""
-    memo = a.memo.setdefault("guesses_in_loop", {})
-    key = id(scope.node)
-    if key not in memo:
-        inside: set[int] = set()
-        for node in astutil.walk(scope.node):
-            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                inside.update(id(n) for n in astutil.walk(node) if isinstance(n, ast.stmt))
-        memo[key] = inside
-    return id(stmt) in memo[key]
 
 
 def _receiver_parts(func: ast.AST) -> list[str]:

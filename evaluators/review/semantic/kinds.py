@@ -91,7 +91,7 @@ class KindsMixin:
             return "np"  # `p += grad`: NumPy's in-place operator keeps the array NumPy (and converts grad)
         k = self.kind(b.value, scope, strict)
         if k is None and not strict and b.index is not None and isinstance(b.value, ast.Call) \
-                and (feeds_gradients(self, b, scope) or steps_trained_state(self, b, scope)):
+                and (feeds_gradients(self, b, scope) or steps_trained_state(b, scope)):
             return "jax"  # a sibling is handed on as gradients, or replaces trained state: guesses.py
         return k
 

@@ -9,6 +9,8 @@ import ast
 # these words (`w = read_weights(p)`, itself calling `np.load`) is not recorded.
 CONVERT_WORDS = ("float(", "int(", "bool(", "complex(", ".item(", ".tolist(", "asarray(", "array(", "device_get(",
                  "any(", "all(")
+# hostreads.reads_host: a host copy or a wait somewhere in the body.
+HOST_READ_WORDS = ("device_get(", "block_until_ready(", "asarray(", "array(", ".item(", ".tolist(", "__array__(")
 LOAD_WORDS = ("load", "restore", "fromfile", "memmap", "File(", "as_numpy", "from_bytes", "msgpack")
 
 

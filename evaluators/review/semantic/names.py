@@ -290,8 +290,8 @@ def import_bindings(node: ast.AST, module: str | None, resolve=None, package: bo
             yield alias.asname or alias.name, resolve(base, alias.name) if resolve else f"{base}.{alias.name}"
 
 
-# Names that say "training": read by training.py (trained state) and guesses.py (kinds of a
-# training step's results), kept here so that both sit below the model.
+# Names that say "training": read by training.py (trained state), roles.py, the donation and
+# accumulation rules, and guesses.py (kinds of a step's results), kept here, below the model.
 TRAINING_STEP_HINTS = ("train", "update", "fit", "learn", "sgd", "optim")
 TRAINED_HINTS = ("param", "opt", "train", "model", "weight", "svi", "solver", "learner")
 

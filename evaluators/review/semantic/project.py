@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxmem.evaluators.review.semantic import exports
-from jaxmem.evaluators.review.semantic.hostreads import HOST_READ_WORDS, reads_host
+from jaxmem.evaluators.review.semantic.hostreads import reads_host
 from jaxmem.evaluators.review.semantic.jit import JitInfo
-from jaxmem.evaluators.review.semantic.mentions import CONVERT_WORDS, LOAD_WORDS, mentions
+from jaxmem.evaluators.review.semantic.mentions import CONVERT_WORDS, HOST_READ_WORDS, LOAD_WORDS, mentions
 from jaxmem.evaluators.review.semantic.names import TIMERS
 
 IMPORT_LINES = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)

@@ -360,7 +360,6 @@ def _def_reads_host(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bo
     it calls (`run_evaluation(...)` in another file): one level."""
     memo = ctx.memo.setdefault("def_reads_host", {})
     if fn not in memo:
-        memo[fn] = False
         a = ctx.analysis
         memo[fn] = reads_host(a, fn) or any(
             (q := a.qualname(c.func)) is not None and _tree_reads_host(q, ctx)

@@ -33,7 +33,15 @@ from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, repla
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.loops import dispatches, epoch_loop, small_loop
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, EAGER_LOOPS, JIT_NAMES, LOOP_TYPES, pos
+from jaxmem.evaluators.review.semantic.names import (
+    COMPREHENSIONS,
+    EAGER_LOOPS,
+    JIT_NAMES,
+    LOOP_TYPES,
+    last_name,
+    named_for_training,
+    pos,
+)
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.stops import in_stop_check, optional_stop
 from jaxmem.evaluators.review.semantic.training import (
@@ -42,8 +50,6 @@ from jaxmem.evaluators.review.semantic.training import (
     callee,
     computed_gradients,
     gradient_transform,
-    last_name,
-    named_for_training,
     names_gradients,
     one_step_def,
     trains,

@@ -10,6 +10,7 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
+from jaxmem.evaluators.review.semantic.hostreads import host_conversion
 from jaxmem.evaluators.review.semantic.names import defers_to_array
 from jaxmem.evaluators.review.semantic.walk import Walk
 
@@ -308,16 +309,6 @@ def iteration(stmts: list[ast.stmt], skip=None):
                 yield from iteration(stmt.body, skip)
             elif isinstance(stmt, ast.Try):
                 yield from iteration([*stmt.body, *stmt.orelse, *stmt.finalbody], skip)
-
-# Calls that copy a device value to the host as a whole: what a host environment's step is handed.
-HOST_CONVERSIONS = frozenset({"jax.device_get", "numpy.asarray", "numpy.array"})
-
-
-def host_conversion(a, expr: ast.AST) -> bool:
-    """`device_get(x)`, `np.asarray(x)`, `x.item()`, `x.tolist()`."""
-    return isinstance(expr, ast.Call) and (a.qualname(expr.func) in HOST_CONVERSIONS or (
-        isinstance(expr.func, ast.Attribute) and expr.func.attr in ("item", "tolist") and not expr.args))
-
 
 def _host_env_step(a, call: ast.Call) -> bool:
     """`envs.step(device_get(action))`: an environment stepped on the host with a value copied off

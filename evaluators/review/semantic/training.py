@@ -12,22 +12,11 @@ import ast
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.helpers import own_nodes
-from jaxmem.evaluators.review.semantic.names import (  # noqa: F401  (re-exported: rules import them from here)
-    GRADIENT_TRANSFORMS,
-    TRAINED_HINTS,
-    TRAINING_STEP_HINTS,
-    last_name,
-    named_for_training,
-    named_trained,
-    pos,
-)
+from jaxmem.evaluators.review.semantic.names import GRADIENT_TRANSFORMS, last_name, named_for_training, pos
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 GRADIENT_CALLS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad",
                             "apply_gradients", "apply_updates"})
-
-
-
 
 
 def zipped_update(value: ast.AST | None) -> ast.Call | None:
