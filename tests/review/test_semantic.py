@@ -106,6 +106,36 @@ def test_an_unpacked_literal_tuple_gives_each_name_its_own_kind():
     assert kind(src, 5, "a") == "jax" and kind(src, 5, "b") == "np"
 
 
+def test_an_attribute_of_self_set_earlier_in_the_method_holds_what_was_assigned():
+    # `self.state = new_state`, then `self.state.step` read: as a local name would be, including
+    # across the loop's back edge; read before the method sets it, or set only in another
+    # method, nothing is known.
+    src = """
+    import jax, jax.numpy as jnp, numpy as np
+    class Trainer:
+        def __init__(self, fn):
+            self.step_fn = jax.jit(fn)
+            self.state = None
+            self.table = np.zeros(3)
+        def run(self, batches):
+            before = self.state
+            for batch in batches:
+                seen = self.state
+                new_state, metrics = self.step_fn(self.state, batch)
+                self.state = new_state
+                after = self.state.num_steps
+                self.table = np.ones(3)
+                host = self.table
+        def other(self):
+            return self.state
+    """
+    assert kind(src, 9, "before") is None
+    assert kind(src, 14, "after") == "jax"
+    assert kind(src, 11, "seen") == "jax"  # the previous iteration's assignment
+    assert kind(src, 16, "host") == "np"
+    assert kind(src, 18, "self.state") is None
+
+
 def test_numpy_reductions_of_a_device_array_stay_on_the_device():
     # NumPy's reductions call the argument's own method (`np.mean(x)` is `x.mean()`); ufuncs and
     # asarray convert. Measured: benchmarks/claims/numpy_functions_on_jax_arrays.py.

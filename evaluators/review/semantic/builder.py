@@ -216,6 +216,7 @@ class _Builder(JitBindings):
                 if b.info is not None:
                     self.a.attr_jits.setdefault(target.attr, []).append(b.info)
                 cls.attrs.setdefault(target.attr, []).append(b)
+                self.scope.attr_bindings.setdefault(target.attr, []).append(b)
         elif isinstance(target, ast.Starred):
             self._targets(target.value, stmt, value, at, how, index, element, until)
 

@@ -58,6 +58,9 @@ class Scope:
     cls: ClassInfo | None = None  # for methods: the class they belong to
     is_class: bool = False
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    # `self.x = ...` in this method, by attribute: read like a local name (kinds.py), apart from
+    # `bindings` because `self.x` is no name of the scope (closures, captured names).
+    attr_bindings: dict[str, list[Binding]] = field(default_factory=dict)
     loops: list[tuple[tuple[int, int], tuple[int, int], ast.AST]] = field(default_factory=list)
     per_step: ast.AST | None = None  # a call in a host loop that runs this function every step
     per_step_loop: ast.AST | None = None  # that loop, and the scope it is in
@@ -83,7 +86,13 @@ class Scope:
         """Bindings of `name` in this scope that may hold at position `p`, most likely first;
         None when the name is not bound here (look in the parent scope). `own` is False when
         the read is in a nested function, which runs when it is called, not where it is written."""
-        bs = self.bindings.get(name)
+        return self._reaching(self.bindings.get(name), p, own)
+
+    def attr_reaching(self, attr: str, p: tuple[int, int]) -> list[Binding] | None:
+        """Bindings of `self.<attr>` made in this method that may hold at `p` (as `reaching`)."""
+        return self._reaching(self.attr_bindings.get(attr), p, True)
+
+    def _reaching(self, bs: list[Binding] | None, p: tuple[int, int], own: bool) -> list[Binding] | None:
         if not bs:
             return None
         before = None
