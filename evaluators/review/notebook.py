@@ -95,7 +95,7 @@ def _blank_magics(lines: list[str]) -> list[str]:
         return lines  # no magic, shell escape or help line can be in this cell: most cells
     out = []
     continued = False
-    for line in lines:
+    for i, line in enumerate(lines):
         stripped = line.lstrip()
         indent = line[:len(line) - len(stripped)]
         if continued:
@@ -103,6 +103,11 @@ def _blank_magics(lines: list[str]) -> list[str]:
             out.append("")
             continued = stripped.rstrip().endswith("\\")
             continue
+        if stripped.startswith("%time") and stripped.rstrip().endswith("\\"):
+            # `%timeit f(\` over several lines: IPython hands the magic the lines joined (each
+            # trailing backslash dropped); the marker call takes this line, the rest are blank.
+            stripped = _joined_magic(lines, i)
+            continued = True
         timed = _timed_expression(stripped)
         if timed is not None:
             # `%timeit f(x)`: kept as a call the reviewer can read (JM704: what it times), with
@@ -117,7 +122,7 @@ def _blank_magics(lines: list[str]) -> list[str]:
             # Inside a block (`if ...:` then `!pip ...`) a blank line would leave the block
             # empty, a syntax error; `pass` at the same indentation keeps it valid.
             out.append(f"{indent}pass" if indent else "")
-            continued = stripped.rstrip().endswith("\\")
+            continued = continued or stripped.rstrip().endswith("\\")
             continue
         m = _ASSIGN_MAGIC.match(line)
         if m and not _parses(stripped):
@@ -126,6 +131,17 @@ def _blank_magics(lines: list[str]) -> list[str]:
             continue
         out.append(line)
     return out
+
+
+def _joined_magic(lines: list[str], start: int) -> str:
+    """A line magic continued with trailing backslashes, as IPython assembles it
+    (inputtransformer2.assemble_continued_line: each backslash dropped, the parts joined by spaces)."""
+    parts = [lines[start].lstrip()]
+    end = start
+    while parts[-1].rstrip().endswith("\\") and end + 1 < len(lines):
+        end += 1
+        parts.append(lines[end])
+    return " ".join([p.rstrip()[:-1] for p in parts[:-1]] + [parts[-1].rstrip()])
 
 
 # What a `%timeit EXPR` line becomes in the reviewed source: a call of this name around EXPR.

@@ -116,6 +116,21 @@ def test_a_notebook_finding_shows_its_line_as_written_and_timeit_cells_are_read(
     assert found[(3, 2)].source_line == "y = f(x)" and "`%%timeit f(x)`" in found[(3, 2)].message
 
 
+def test_a_timeit_line_continued_with_backslashes_is_read_as_ipython_joins_it(tmp_path: Path):
+    """`%timeit f(\\` with its arguments on the next lines (each ending in a backslash): IPython
+    hands the magic the joined lines, so the reviewer reads the same call, reported on its first
+    line; the later cells keep their lines."""
+    nb = tmp_path / "bench.ipynb"
+    nb.write_text(_nb([
+        ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a, b: a @ b)\nx = jnp.ones((64, 64))"),
+        ("code", "%timeit f(\\\n    x,\\\n    b=x,\\\n)"),
+        ("code", "%timeit -n 2 f(\\\n    x, x).block_until_ready()\ny = 1"),
+    ]))
+    found = [(f.cell, f.line) for f in review_paths([str(nb)], jobs=1, show_possible=True).findings
+             if f.code == "JM704"]
+    assert found == [(2, 1)]
+
+
 def test_a_notebook_cells_last_expression_is_shown_not_discarded(tmp_path: Path):
     """Jupyter displays the value of a cell's last expression: `arr.at[3].set(10)` there is a
     demonstration of immutability, not a lost update. Ended by `;`, or before other statements
