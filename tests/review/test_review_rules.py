@@ -137,3 +137,16 @@ def test_a_rule_that_must_earn_sure_reports_proven_findings_as_possible_until_it
     # hand labels of its findings on the tuned-on benchmark that say otherwise block the promotion
     assert shown({"rules": {"JM501": {"tp": 9, "fp": 1, "tuned_on": {"tp": 0, "fp": 7}}}}) == ("possible", True)
     assert shown({"rules": {"JM501": {"tp": 9, "fp": 1, "tuned_on": {"tp": 4, "fp": 0}}}}) == ("sure", True)
+
+
+def test_a_lambda_mapped_over_a_per_step_result_is_reviewed_not_skipped():
+    """`jax.tree.map(lambda v: np.asarray(v), s)` in a function a loop calls every step: the
+    lambda runs there, per leaf, and its body is one expression, not a list of statements (on
+    12zzzn's jaxspec this file was skipped with an internal error)."""
+    source = (
+        "import jax\nimport numpy as np\n\n\n@jax.jit\ndef step(s):\n    return s * 2\n\n\n"
+        "def body(s):\n    s = step(s)\n    return jax.tree.map(lambda v: np.asarray(v), s)\n\n\n"
+        "def main(s, n):\n    for _ in range(n):\n        s = body(s)\n    return s\n"
+    )
+    found = review_source(source, "lam.py", show_possible=True)
+    assert [(f.code, f.line) for f in found] == [("JM103", 12)]

@@ -166,7 +166,8 @@ class XlaEnvAfterBackendStart(Rule):
 
     def _started_in_function(self, ctx: Ctx, node: ast.AST) -> ast.Call | None:
         limit = (node.lineno, node.col_offset)
-        for stmt in ctx.scope.node.body:
+        body = ctx.scope.node.body
+        for stmt in body if isinstance(body, list) else [body]:  # a lambda's body is one expression
             for call in _calls(stmt):
                 if (call.lineno, call.col_offset) < limit and self._starts(call, ctx, depth=0, scope=ctx.scope):
                     return call

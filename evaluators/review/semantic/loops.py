@@ -175,7 +175,8 @@ def not_per_step(ctx: Walk, words: tuple[str, ...] = (), sync: bool = True) -> b
     if iterations.in_leaving_block(ctx):
         return True
     if ctx.per_step_body:
-        if sync and iterations.draws(ctx, list(ctx.scope.node.body)):
+        body = ctx.scope.node.body  # a mapped lambda's body (`tree.map(lambda v: ..., s)`) is one expression
+        if sync and iterations.draws(ctx, body if isinstance(body, list) else [body]):
             return True
         return bool(words) and _benchmark_named(ctx, words)
     if not ctx.loops:
