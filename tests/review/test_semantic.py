@@ -136,6 +136,24 @@ def test_an_attribute_of_self_set_earlier_in_the_method_holds_what_was_assigned(
     assert kind(src, 18, "self.state") is None
 
 
+def test_a_container_filled_by_subscript_assignment_holds_what_was_stored():
+    # `metrics = {}` then `state, metrics[i] = step(state)`: an item read back is what was put
+    # in, as for `append`; strict only when every store is a device value.
+    src = """
+    import jax, jax.numpy as jnp
+    step = jax.jit(lambda s: (s, jnp.sum(s)))
+    metrics, names = {}, {}
+    state = jnp.ones(3)
+    for i in range(10):
+        state, metrics[i] = step(state)
+        names[i] = "x"
+        got = metrics[i]
+        label = names[i]
+    """
+    assert kind(src, 9, "got") == "jax"
+    assert kind(src, 10, "label") is None
+
+
 def test_numpy_reductions_of_a_device_array_stay_on_the_device():
     # NumPy's reductions call the argument's own method (`np.mean(x)` is `x.mean()`); ufuncs and
     # asarray convert. Measured: benchmarks/claims/numpy_functions_on_jax_arrays.py.

@@ -217,6 +217,10 @@ class _Builder(JitBindings):
                     self.a.attr_jits.setdefault(target.attr, []).append(b.info)
                 cls.attrs.setdefault(target.attr, []).append(b)
                 self.scope.attr_bindings.setdefault(target.attr, []).append(b)
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and how == "assign":
+            # `metrics[step] = out` or `..., metrics[step] = jitted(...)`: what the container holds.
+            b = Binding(target.value.id, how, at, stmt, value=value, index=index)
+            self.scope.item_sets.setdefault(target.value.id, []).append(b)
         elif isinstance(target, ast.Starred):
             self._targets(target.value, stmt, value, at, how, index, element, until)
 

@@ -230,13 +230,15 @@ class KindsMixin:
             if name.id in s.bindings:
                 b = s.reaching(name.id, pos(name), s is scope)
                 b = b[0] if b else None
-                if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Dict):
+                if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Dict) \
+                        and b.value.keys:
                     kinds = {self.kind(v, s, strict) for v in b.value.values} if None not in b.value.keys else set()
                     return kinds.pop() if len(kinds) == 1 and kinds <= {"jax", "np"} else None
                 if b is None or b.how != "assign" or b.index is not None or not (
                         self._empty_container(b.value) or (not strict and number_list(b.value))):
                     return None  # `losses = [0.0]` then device losses appended: a guess (`losses[-1]`)
                 kinds = [self.kind(item, s, strict) for item in s.appends.get(name.id, ())]
+                kinds += [self.binding_kind(item, s, strict) for item in s.item_sets.get(name.id, ())]
                 if strict:
                     return "jax" if kinds and all(k == "jax" for k in kinds) else None
                 return "jax" if "jax" in kinds else None
@@ -246,8 +248,10 @@ class KindsMixin:
     def _empty_container(self, value: ast.AST | None) -> bool:
         if isinstance(value, ast.List):
             return not value.elts
+        if isinstance(value, ast.Dict):
+            return not value.keys
         if isinstance(value, ast.Call):
-            if isinstance(value.func, ast.Name) and value.func.id == "list" and not value.args:
+            if isinstance(value.func, ast.Name) and value.func.id in ("list", "dict") and not value.args:
                 return True
             return self.qualname(value.func) in EMPTY_CONTAINERS and not value.args
         return False

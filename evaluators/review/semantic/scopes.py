@@ -68,6 +68,8 @@ class Scope:
     step_role: object | None = None  # a method that runs a training step on self (roles.Role)
     has_loops: bool = False
     appends: dict[str, list[ast.AST]] = field(default_factory=dict)  # `name.append(x)`: the x's
+    # `name[k] = x` (also as one target of an unpacking): how each stored item got its value
+    item_sets: dict[str, list[Binding]] = field(default_factory=dict)
     calls: list[ast.Call] = field(default_factory=list)  # calls in this body (not nested scopes)
     header_calls: list[ast.Call] = field(default_factory=list)  # in headers of defs/classes in it
     inner: list[Scope] = field(default_factory=list)  # functions and classes defined in this body
