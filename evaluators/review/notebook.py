@@ -88,6 +88,8 @@ def _blank_magics(lines: list[str]) -> list[str]:
         magic = lines[0].strip().split()[0]
         if magic == "%%timeit":
             return ["", *_timed_cell(lines[1:])]
+        if magic == "%%time":
+            return ["", *_timed_once_cell(lines[1:])]
         if magic in PYTHON_CELL_MAGICS:
             return ["", *lines[1:]]
         return ["" for _ in lines]
@@ -150,9 +152,12 @@ TIMEIT_CELL_MARKER = "_timeit_cell_magic_"  # the same for the last statement of
 # `%time STATEMENT` runs it once and prints the wall time: the same question as `%timeit` (what
 # has the statement waited for when the clock stops?).
 TIME_MARKER = "_time_magic_"
-# A `%%time` cell is not marked: it runs once, and what its earlier statements waited for (a
-# training loop that reads its loss) is most of what it times; its last statement is a detail.
-TIMING_MAGICS = {TIMEIT_MARKER: "%timeit", TIMEIT_CELL_MARKER: "%%timeit", TIME_MARKER: "%time"}
+# A `%%time` cell of several statements is not marked: it runs once, and what its earlier
+# statements waited for (a training loop that reads its loss) is most of what it times; its last
+# statement is a detail. A `%%time` cell of one statement is `%time` of it (_timed_once_cell).
+TIME_CELL_MARKER = "_time_cell_magic_"  # a `%%time` cell of one statement
+TIMING_MAGICS = {TIMEIT_MARKER: "%timeit", TIMEIT_CELL_MARKER: "%%timeit", TIME_MARKER: "%time",
+                 TIME_CELL_MARKER: "%%time"}
 _TIMEIT = re.compile(r"^%timeit\s+((?:-[A-Za-z]+(?:\s+\d+)?\s+)*)(.+)$")
 _TIME = re.compile(r"^%time\s+(.+)$")
 
@@ -218,6 +223,24 @@ def _timed_cell(body: list[str]) -> list[str]:
     out[last.lineno - 1] = (f"{target} = {ast.unparse(value)}; {TIMEIT_CELL_MARKER}(({target}))"
                             if target is not None else f"{TIMEIT_CELL_MARKER}({ast.unparse(value)})")
     for k in range(last.lineno, last.end_lineno):
+        out[k] = ""
+    return out
+
+
+def _timed_once_cell(body: list[str]) -> list[str]:
+    """A `%%time` cell whose body is one statement (comments aside) is `%time` of that statement:
+    marked like one (a statement of several lines on its first, the rest blank), so JM704 reads
+    what the clock stops after. A cell of several statements is left as it is (see TIME_MARKER)."""
+    tree = _tree("\n".join(body))
+    if tree is None or len(tree.body) != 1 or tree.body[0].col_offset != 0:
+        return body
+    stmt = tree.body[0]
+    marked = _timed_statement("%time " + ast.unparse(stmt))
+    if marked is None or "\n" in marked:
+        return body
+    out = list(body)
+    out[stmt.lineno - 1] = marked.replace(f"{TIME_MARKER}(", f"{TIME_CELL_MARKER}(")
+    for k in range(stmt.lineno, stmt.end_lineno):
         out[k] = ""
     return out
 

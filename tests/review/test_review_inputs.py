@@ -131,6 +131,23 @@ def test_a_timeit_line_continued_with_backslashes_is_read_as_ipython_joins_it(tm
     assert found == [(2, 1)]
 
 
+def test_a_time_cell_of_one_statement_is_read_as_time_of_it(tmp_path: Path):
+    """`%%time` over one statement (here over two lines, a comment above it) is `%time` of it: the
+    clock stops after a call that has not finished (JM704). A `%%time` cell of several statements
+    is not marked, nor is a constructor, whose `__init__` the reviewer does not see."""
+    nb = tmp_path / "bench.ipynb"
+    nb.write_text(_nb([
+        ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a: (a, a @ a))\nx = jnp.ones((64, 64))"),
+        ("code", "%%time\n# warm\n_, y = f(\n    x)"),
+        ("code", "%%time\nz = f(x)\nprint(z[1].sum())"),
+        ("code", "%%time\nsolver = Solver(x)"),
+    ]))
+    found = [(f.cell, f.line, f.message) for f in review_paths([str(nb)], jobs=1, show_possible=True).findings
+             if f.code == "JM704"]
+    assert [(c, line) for c, line, _m in found] == [(2, 3)]
+    assert "`%%time f(x)`" in found[0][2]
+
+
 def test_a_notebook_cells_last_expression_is_shown_not_discarded(tmp_path: Path):
     """Jupyter displays the value of a cell's last expression: `arr.at[3].set(10)` there is a
     demonstration of immutability, not a lost update. Ended by `;`, or before other statements

@@ -26,7 +26,13 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.notebook import TIME_MARKER, TIMEIT_CELL_MARKER, TIMEIT_MARKER, TIMING_MAGICS
+from jaxmem.evaluators.review.notebook import (
+    TIME_CELL_MARKER,
+    TIME_MARKER,
+    TIMEIT_CELL_MARKER,
+    TIMEIT_MARKER,
+    TIMING_MAGICS,
+)
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.names import pos
 from jaxmem.evaluators.review.semantic.regions import local_waits
@@ -43,7 +49,7 @@ class TimeitWithoutBlock(Rule):
     message = "`{magic} {what}` times a call that returns before its JAX work is done: it measures dispatch only"
     fix = "Time `{what}.block_until_ready()` (or `jax.block_until_ready(...)` around it)."
     node_types = (ast.Call,)
-    requires = (TIMEIT_MARKER, TIMEIT_CELL_MARKER, TIME_MARKER)
+    requires = (TIMEIT_MARKER, TIMEIT_CELL_MARKER, TIME_MARKER, TIME_CELL_MARKER)
     operator_message = ("`{magic} {what}` times a JAX operation that returns before it is computed: it measures "
                         "dispatch only")
     operator_fix = "Time `({what}).block_until_ready()` (or `jax.block_until_ready({what})`)."
@@ -66,11 +72,23 @@ class TimeitWithoutBlock(Rule):
         if not isinstance(timed, ast.Call) or _waits(timed, ctx):
             return
         proven = ctx.jit_info(timed.func) is not None or ctx.proven(timed)
-        # A call of unknown kind that is handed JAX arrays most likely returns one.
-        handed = any(ctx.proven(a) for a in [*timed.args, *(k.value for k in timed.keywords)])
+        # A call of unknown kind that is handed JAX arrays most likely returns one; not a class
+        # (`Solver(mesh=m)`): it returns an object, and whether its `__init__` leaves device work
+        # queued is not seen here.
+        handed = not _constructor(timed, ctx) and any(
+            ctx.proven(a) for a in [*timed.args, *(k.value for k in timed.keywords)])
         if proven or handed:
             # The fix template is filled in once, by report(): `what` may hold braces (a dict literal).
             ctx.report(self, at, what=_shown(shown), magic=magic, sure=proven)
+
+
+def _constructor(call: ast.Call, ctx: Ctx) -> bool:
+    """`Solver(...)`, `mod.Solver(...)`: a class of this file, or a name written as classes are
+    (CapWords, not ALL_CAPS)."""
+    if isinstance(ctx.analysis.resolve_def(call.func, ctx.scope), ast.ClassDef):
+        return True
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    return name[:1].isupper() and not name.isupper()
 
 
 def _assigned(expr: ast.AST, ctx: Ctx) -> ast.AST | None:
