@@ -6,9 +6,12 @@ What it does
     jitted, or returns JAX arrays; also `f(x)[0]` (one more queued operation), an operator on
     proven JAX arrays (`%timeit A @ x`: dispatched like a call, returned before it is computed),
     and a `%%timeit` cell whose last statement is such a call (`C = f(x)`): the timer stops after
-    it. The same for `%time` (`%time y = f(x)`: one run, timed the same way). Not a call that
+    it. The same for `%time` (`%time y = f(x)`: one run, timed the same way) and for a `%%time`
+    cell of one statement, which is `%time` of it (a `%%time` cell of several statements is not
+    read: what its earlier statements waited for is most of what it times). Not a call that
     waits by the model's reading (a host read, a NumPy conversion or save, a function of the file
-    whose body reads device values on the host).
+    whose body reads device values on the host), nor a constructor (`Solver(x)`: whether its
+    `__init__` leaves device work queued is not seen).
 
 Why is this bad
     JAX dispatches work asynchronously: a jitted call returns as soon as the work is queued.
