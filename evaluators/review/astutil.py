@@ -127,6 +127,13 @@ def walks_keys(loop: ast.AST) -> bool:
     return False
 
 
+def statements(node: ast.AST | None) -> list:
+    """The statements of a def's (or a module's) body; a lambda's one expression as a list of
+    itself (a mapped lambda is a scope of its own); nothing for anything else."""
+    body = getattr(node, "body", [])
+    return body if isinstance(body, list) else [body]
+
+
 def own_returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
     """The function's own return statements (not those of nested functions or classes)."""
     out = []

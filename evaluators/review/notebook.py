@@ -189,15 +189,29 @@ def _timed_statement(stripped: str) -> str | None:
     tree = _tree(m.group(1).strip()) if m else None
     if tree is None or len(tree.body) != 1:
         return None
-    stmt = tree.body[0]
+    return _marked(tree.body[0], TIME_MARKER)
+
+
+def _marked(stmt: ast.stmt, marker: str) -> str | None:
+    """One timed statement as the line the reviewer reads: `f(x)` as `marker(f(x))`; `y = f(x)`
+    (one target) kept as it is (later cells read the name with its kind) with the marker naming
+    what it bound, so JM704 reads the value through the name. None for anything else."""
     if isinstance(stmt, ast.Expr):
-        return f"{TIME_MARKER}({ast.unparse(stmt.value)})"
+        return f"{marker}({ast.unparse(stmt.value)})"
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-        # The assignment stays as it is (later cells read the name with its kind) and the marker
-        # names what it bound: JM704 reads the value through the name.
         target = ast.unparse(stmt.targets[0])
-        return f"{target} = {ast.unparse(stmt.value)}; {TIME_MARKER}(({target}))"
+        return f"{target} = {ast.unparse(stmt.value)}; {marker}(({target}))"
     return None
+
+
+def _replace_statement(body: list[str], stmt: ast.stmt, line: str) -> list[str]:
+    """`body` with `stmt` written as `line` on its first line and its other lines blank: no line
+    of the cell moves."""
+    out = list(body)
+    out[stmt.lineno - 1] = line
+    for k in range(stmt.lineno, stmt.end_lineno):
+        out[k] = ""
+    return out
 
 
 def _timed_cell(body: list[str]) -> list[str]:
@@ -210,21 +224,10 @@ def _timed_cell(body: list[str]) -> list[str]:
     last = tree.body[-1] if tree is not None and tree.body else None
     if last is None or last.col_offset != 0:
         return body
-    if isinstance(last, ast.Expr):
-        value, target = last.value, None
-    elif isinstance(last, ast.Assign) and len(last.targets) == 1:
-        value, target = last.value, ast.unparse(last.targets[0])
-    else:
+    timed = isinstance(last, ast.Expr) or isinstance(last, ast.Assign) and len(last.targets) == 1
+    if not timed or not isinstance(last.value, (ast.Call, ast.Subscript)):
         return body
-    if not isinstance(value, (ast.Call, ast.Subscript)):
-        return body
-    out = list(body)
-    # An assignment stays one (the name keeps its kind for later cells); the marker names it.
-    out[last.lineno - 1] = (f"{target} = {ast.unparse(value)}; {TIMEIT_CELL_MARKER}(({target}))"
-                            if target is not None else f"{TIMEIT_CELL_MARKER}({ast.unparse(value)})")
-    for k in range(last.lineno, last.end_lineno):
-        out[k] = ""
-    return out
+    return _replace_statement(body, last, _marked(last, TIMEIT_CELL_MARKER))
 
 
 def _timed_once_cell(body: list[str]) -> list[str]:
@@ -234,15 +237,10 @@ def _timed_once_cell(body: list[str]) -> list[str]:
     tree = _tree("\n".join(body))
     if tree is None or len(tree.body) != 1 or tree.body[0].col_offset != 0:
         return body
-    stmt = tree.body[0]
-    marked = _timed_statement("%time " + ast.unparse(stmt))
+    marked = _marked(tree.body[0], TIME_CELL_MARKER)
     if marked is None or "\n" in marked:
         return body
-    out = list(body)
-    out[stmt.lineno - 1] = marked.replace(f"{TIME_MARKER}(", f"{TIME_CELL_MARKER}(")
-    for k in range(stmt.lineno, stmt.end_lineno):
-        out[k] = ""
-    return out
+    return _replace_statement(body, tree.body[0], marked)
 
 
 def _automagics(lines: list[str]) -> list[str]:

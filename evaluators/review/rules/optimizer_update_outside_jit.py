@@ -194,5 +194,4 @@ def _tree_arithmetic(call: ast.Call, ctx: Ctx, scope=None) -> bool:
     if q != "jax.tree.map" or len(call.args) < 3:
         return False
     fn = ctx.analysis.resolve_def(call.args[0], scope or ctx.scope)
-    body = [fn.body] if isinstance(fn, ast.Lambda) else getattr(fn, "body", [])
-    return any(isinstance(n, ast.BinOp) for stmt in body for n in astutil.walk(stmt))
+    return any(isinstance(n, ast.BinOp) for stmt in astutil.statements(fn) for n in astutil.walk(stmt))

@@ -29,15 +29,9 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.notebook import (
-    TIME_CELL_MARKER,
-    TIME_MARKER,
-    TIMEIT_CELL_MARKER,
-    TIMEIT_MARKER,
-    TIMING_MAGICS,
-)
+from jaxmem.evaluators.review.notebook import TIMING_MAGICS
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.semantic.names import pos
+from jaxmem.evaluators.review.semantic.names import last_name, pos
 from jaxmem.evaluators.review.semantic.regions import local_waits
 from jaxmem.evaluators.review.semantic.syncs import is_sync
 
@@ -52,7 +46,7 @@ class TimeitWithoutBlock(Rule):
     message = "`{magic} {what}` times a call that returns before its JAX work is done: it measures dispatch only"
     fix = "Time `{what}.block_until_ready()` (or `jax.block_until_ready(...)` around it)."
     node_types = (ast.Call,)
-    requires = (TIMEIT_MARKER, TIMEIT_CELL_MARKER, TIME_MARKER, TIME_CELL_MARKER)
+    requires = tuple(TIMING_MAGICS)  # the marker calls notebook.py writes for timing magics
     operator_message = ("`{magic} {what}` times a JAX operation that returns before it is computed: it measures "
                         "dispatch only")
     operator_fix = "Time `({what}).block_until_ready()` (or `jax.block_until_ready({what})`)."
@@ -90,7 +84,7 @@ def _constructor(call: ast.Call, ctx: Ctx) -> bool:
     (CapWords, not ALL_CAPS)."""
     if isinstance(ctx.analysis.resolve_def(call.func, ctx.scope), ast.ClassDef):
         return True
-    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    name = last_name(call.func)
     return name[:1].isupper() and not name.isupper()
 
 

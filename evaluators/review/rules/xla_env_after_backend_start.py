@@ -166,8 +166,7 @@ class XlaEnvAfterBackendStart(Rule):
 
     def _started_in_function(self, ctx: Ctx, node: ast.AST) -> ast.Call | None:
         limit = (node.lineno, node.col_offset)
-        body = ctx.scope.node.body
-        for stmt in body if isinstance(body, list) else [body]:  # a lambda's body is one expression
+        for stmt in astutil.statements(ctx.scope.node):
             for call in _calls(stmt):
                 if (call.lineno, call.col_offset) < limit and self._starts(call, ctx, depth=0, scope=ctx.scope):
                     return call

@@ -59,8 +59,7 @@ def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None
 def early_return_guard(fn: ast.AST, analysis: Analysis | None = None, scope: Scope | None = None) -> ast.If | None:
     """`if iter_idx % self.log_every != 0: return` (or `if not <periodic test>: return`) among a
     function's top-level statements: what follows it runs once in many calls. That `if`, else None."""
-    body = getattr(fn, "body", [])
-    for stmt in body if isinstance(body, list) else ():  # a lambda's body is one expression
+    for stmt in astutil.statements(fn):
         if not isinstance(stmt, ast.If) or stmt.orelse or not all(isinstance(b, ast.Return) for b in stmt.body):
             continue
         test = stmt.test

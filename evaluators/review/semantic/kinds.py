@@ -179,17 +179,13 @@ class KindsMixin:
         if t is ast.Attribute:
             if expr.attr in HOST_ATTRS:
                 return None
-            found = None
             if scope.attr_bindings and isinstance(expr.value, ast.Name) and expr.value.id == "self":
                 found = scope.attr_reaching(expr.attr, pos(expr))
                 if found is not None:
                     # `self.state = new_state` earlier in this method (or later in its loop): the
                     # attribute holds what was assigned, as a local name would; with no binding
                     # that reaches the read (`self.x` read before this method sets it), unknown.
-                    kinds = [self.binding_kind(b, scope, strict) for b in found]
-                    if strict:
-                        return kinds[0] if kinds and len(set(kinds)) == 1 else None
-                    return "jax" if "jax" in kinds else (kinds[0] if kinds else None)
+                    return scope.kind_of(found, strict)
             k = self.kind(expr.value, scope, strict)
             return k if k in ("jax", "np") else None
         if t is ast.BinOp:

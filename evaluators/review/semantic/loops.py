@@ -175,8 +175,7 @@ def not_per_step(ctx: Walk, words: tuple[str, ...] = (), sync: bool = True) -> b
     if iterations.in_leaving_block(ctx):
         return True
     if ctx.per_step_body:
-        body = ctx.scope.node.body  # a mapped lambda's body (`tree.map(lambda v: ..., s)`) is one expression
-        if sync and iterations.draws(ctx, body if isinstance(body, list) else [body]):
+        if sync and iterations.draws(ctx, astutil.statements(ctx.scope.node)):
             return True
         return bool(words) and _benchmark_named(ctx, words)
     if not ctx.loops:

@@ -124,12 +124,17 @@ class Scope:
         while scope is not None:
             found = scope.reaching(name, p, scope is self)
             if found is not None:
-                kinds = [self.analysis.binding_kind(b, scope, strict) for b in found]
-                if strict:
-                    return kinds[0] if kinds and len(set(kinds)) == 1 else None
-                return "jax" if "jax" in kinds else (kinds[0] if kinds else None)
+                return scope.kind_of(found, strict)
             scope = scope.parent
         return None
+
+    def kind_of(self, found: list[Binding], strict: bool = False) -> str | None:
+        """The kind of a read that these bindings of this scope may reach: "jax" if either is;
+        strict: only if they agree."""
+        kinds = [self.analysis.binding_kind(b, self, strict) for b in found]
+        if strict:
+            return kinds[0] if kinds and len(set(kinds)) == 1 else None
+        return "jax" if "jax" in kinds else (kinds[0] if kinds else None)
 
 
 def callee_key(expr: ast.AST, scope: Scope) -> tuple | None:
