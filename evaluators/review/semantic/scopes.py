@@ -7,6 +7,7 @@ from typing import Protocol
 
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.names import _END, dotted
+from jaxmem.evaluators.review.semantic.reach import Structure, reaching
 
 
 class _Model(Protocol):
@@ -73,6 +74,7 @@ class Scope:
     calls: list[ast.Call] = field(default_factory=list)  # calls in this body (not nested scopes)
     header_calls: list[ast.Call] = field(default_factory=list)  # in headers of defs/classes in it
     inner: list[Scope] = field(default_factory=list)  # functions and classes defined in this body
+    _structure: Structure | None = field(default=None, repr=False)  # built on first need (reach.py)
 
     def bind(self, b: Binding) -> None:
         self.bindings.setdefault(b.name, []).append(b)
@@ -110,12 +112,25 @@ class Scope:
                 if loop[0] <= b.at <= loop[1] and b.at >= p and b.until is None and (back is None or b.at >= back.at):
                     back = b
         out = [b for b in (back, before) if b is not None]
+        if own and before is not None and len(bs) > 1 and before.until is None and self._apart(before, p):
+            # The last binding written before the read is in a branch the read is not in: every
+            # binding some path carries here (reach.py), the previous iteration's first.
+            out = [*out[:1 if back is not None else 0],
+                   *(b for b in reaching(self._structure, bs, p) if b is not back)]
         if out:
             return out
         if own and self.node is not self.analysis.tree and not self.is_class:
             return []  # a local read before assignment: nothing known
         # A name read before its binding from a function body that runs later.
         return [max((b for b in bs if b.until is None), key=lambda b: b.at, default=bs[-1])]
+
+    def _apart(self, before: Binding, p: tuple[int, int]) -> bool:
+        if self._structure is None:
+            body = getattr(self.node, "body", None)
+            if not isinstance(body, list) or not body:
+                return False  # a lambda: one expression, no blocks
+            self._structure = Structure(body)
+        return self._structure.apart(before.node, p)
 
     def lookup(self, name: str, p: tuple[int, int] = _END, strict: bool = False) -> str | None:
         """The kind of `name` at `p`. Where two bindings may reach it (a value from the previous

@@ -1,0 +1,217 @@
+"""Which bindings of a name can reach a read, by the block structure of the scope.
+
+The plain reading (scopes.py) takes the last binding written before the read (and, in a loop,
+the one the previous iteration left). That is right whenever the last binding is in the read's
+own block or an enclosing one, and wrong when it sits in a branch the read is not in:
+
+    if self.distributed:
+        loss = pmapped_step(...)          # reaches the return below
+    else:
+        loss = jitted_step(...)           # reaches it too
+        if vmap:
+            out, loss = vmap_step(...)
+            return loss                   # leaves: reaches nothing after the `if`
+    return loss
+
+Here every binding that some path carries to the read is found, as a reaching-definitions
+analysis over the statement tree would: both arms of an `if` (or the binding before it where an
+arm binds nothing), the handlers of a `try` beside its body, nothing from a block that always
+leaves (`return`, `raise`, `continue`, `break`). Loops are read as running at least once (a
+binding in the body replaces the one before the loop), as the plain reading has it.
+"""
+from __future__ import annotations
+
+import ast
+from bisect import bisect_right
+
+from jaxmem.evaluators.review.semantic.names import end_pos, pos
+
+_TRY = tuple(t for t in (ast.Try, getattr(ast, "TryStar", None)) if t is not None)
+_BRANCHING = (ast.If, ast.Match, *_TRY)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_LEAVES = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def blocks_of(s: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists a compound statement holds, in source order (none for a def or class:
+    their bodies are other scopes)."""
+    if isinstance(s, (ast.If, *_LOOPS)):
+        return [s.body, s.orelse]
+    if isinstance(s, _TRY):
+        return [s.body, *(h.body for h in s.handlers), s.orelse, s.finalbody]
+    if isinstance(s, (ast.With, ast.AsyncWith)):
+        return [s.body]
+    if isinstance(s, ast.Match):
+        return [c.body for c in s.cases]
+    return []
+
+
+class Structure:
+    """One scope's statements: which compound statement and block each one is in."""
+
+    def __init__(self, body: list[ast.stmt]):
+        self.body = body
+        self.parent: dict[int, tuple[ast.stmt, list[ast.stmt]]] = {}
+        todo = [body]
+        while todo:
+            for s in todo.pop():
+                if isinstance(s, _SCOPES):
+                    continue
+                for block in blocks_of(s):
+                    for inner in block:
+                        self.parent[id(inner)] = (s, block)
+                    todo.append(block)
+
+    def apart(self, node: ast.AST, p: tuple[int, int]) -> bool:
+        """`node` (a binding's statement) is in a branch of an `if`/`try`/`match` that does not
+        hold `p`: the plain reading may be wrong there."""
+        up = self.parent.get(id(node))
+        while up is not None:
+            compound, block = up
+            if isinstance(compound, _BRANCHING) and not (pos(block[0]) <= p <= end_pos(block[-1])):
+                return True
+            up = self.parent.get(id(compound))
+        return False
+
+
+def reaching(structure: Structure, bindings: list, p: tuple[int, int]) -> list:
+    """The bindings (of one name, this scope's) that some path carries to `p`, latest first."""
+    found = _Flow(bindings).reach(structure.body, p)[0]
+    return sorted(set(found), key=lambda b: b.at, reverse=True)
+
+
+class _Flow:
+    def __init__(self, bindings: list):
+        self.bs = [b for b in bindings if b.until is None]
+        self._outs: dict[int, tuple[list, bool]] = {}
+        self._falls: dict[int, bool] = {}
+
+    def _within(self, start, end) -> list:
+        return [b for b in self.bs if start <= b.at <= end]
+
+    # ---- reads ------------------------------------------------------------------------------
+    def reach(self, stmts: list[ast.stmt], p) -> tuple[list, bool]:
+        """Bindings in `stmts` that may hold at `p` (inside them or after them), and whether one
+        of them surely does (then nothing before `stmts` reaches)."""
+        acc: list = []
+        i = bisect_right([pos(s) for s in stmts], p) - 1
+        if i < 0:
+            return acc, False
+        if p <= end_pos(stmts[i]):
+            m, d = self._inside(stmts[i], p)
+            acc += m
+            if d:
+                return acc, True
+            i -= 1
+        for s in reversed(stmts[:i + 1]):
+            m, d = self._out(s)
+            acc += m
+            if d:
+                return acc, True
+        return acc, False
+
+    def _inside(self, s: ast.stmt, p) -> tuple[list, bool]:
+        blocks = [b for b in blocks_of(s) if b]
+        block = next((b for b in blocks if pos(b[0]) <= p <= end_pos(b[-1])), None)
+        first = pos(blocks[0][0]) if blocks else end_pos(s)
+        header = [b for b in self._within(pos(s), first) if b.at < p]  # a `for` target, `with ... as`
+        if block is None:  # the read is in the header, or `s` is a simple statement
+            return ([max(header, key=lambda b: b.at)], True) if header else ([], False)
+        m, d = self.reach(block, p)
+        if d:
+            return m, True
+        if isinstance(s, _TRY) and block is not s.body:
+            # An `else` runs after the whole body; a handler or `finally` after any part of it.
+            if block is s.orelse:
+                mb, d = self._seq(s.body)
+                m = m + mb
+                if d:
+                    return m, True
+            else:
+                m = m + self._within(pos(s), end_pos(s.body[-1]))
+        if header:
+            return [*m, max(header, key=lambda b: b.at)], True
+        return m, False
+
+    # ---- what a statement leaves behind --------------------------------------------------------
+    def _out(self, s: ast.stmt) -> tuple[list, bool]:
+        """Bindings that may hold after `s` runs and falls through, and whether one surely does."""
+        got = self._outs.get(id(s))
+        if got is None:
+            got = self._outs[id(s)] = self._compute_out(s)
+        return got
+
+    def _compute_out(self, s: ast.stmt) -> tuple[list, bool]:
+        inside = self._within(pos(s), end_pos(s))
+        if not inside:
+            return [], False
+        blocks = blocks_of(s)
+        if not blocks:
+            return [max(inside, key=lambda b: b.at)], True
+        if isinstance(s, ast.If):
+            mb, db = self._seq(s.body)
+            me, de = self._seq(s.orelse)
+            m, d = mb + me, db and de
+        elif isinstance(s, _LOOPS):
+            mb, db = self._seq(s.body, loop=True)
+            mo, do = self._seq(s.orelse)
+            m, d = mb + mo, db or do
+        elif isinstance(s, _TRY):
+            mf, df = self._seq(s.finalbody)
+            if df:
+                return mf, True
+            mb, db = self._seq(s.body + s.orelse)
+            handlers = [self._seq(h.body) for h in s.handlers]
+            m = mb + [b for mh, _ in handlers for b in mh] + mf
+            d = db and all(dh for _, dh in handlers)
+            if handlers:  # a handler runs after part of the body: what the body bound may hold
+                m += self._within(pos(s), end_pos(s.body[-1]))
+        elif isinstance(s, ast.Match):
+            cases = [self._seq(c.body) for c in s.cases]
+            m, d = [b for mc, _ in cases for b in mc], False
+        else:  # with
+            m, d = self._seq(s.body)
+        if not d:
+            nonempty = [b for b in blocks if b]
+            first = pos(nonempty[0][0]) if nonempty else end_pos(s)
+            header = [b for b in inside if b.at < first]
+            if header:
+                return [*m, max(header, key=lambda b: b.at)], True
+        return m, d
+
+    def _seq(self, stmts: list[ast.stmt], loop: bool = False) -> tuple[list, bool]:
+        """What a block leaves behind. A block that always leaves (`return`, `raise`) leaves
+        nothing after its statement; "surely" then holds vacuously. A loop's body is read as
+        falling through (`continue` starts the next iteration)."""
+        if not stmts:
+            return [], False
+        if not loop and not self._falls_block(stmts):
+            return [], True
+        acc: list = []
+        for s in reversed(stmts):
+            m, d = self._out(s)
+            acc += m
+            if d:
+                return acc, True
+        return acc, False
+
+    def _falls_block(self, stmts: list[ast.stmt]) -> bool:
+        return all(self._falls_stmt(s) for s in stmts)
+
+    def _falls_stmt(self, s: ast.stmt) -> bool:
+        got = self._falls.get(id(s))
+        if got is None:
+            if isinstance(s, _LEAVES):
+                got = False
+            elif isinstance(s, ast.If):
+                got = self._falls_block(s.body) or not s.orelse or self._falls_block(s.orelse)
+            elif isinstance(s, _TRY):
+                got = (self._falls_block(s.body + s.orelse) or any(self._falls_block(h.body) for h in s.handlers)) \
+                    and (not s.finalbody or self._falls_block(s.finalbody))
+            elif isinstance(s, (ast.With, ast.AsyncWith)):
+                got = self._falls_block(s.body)
+            else:
+                got = True
+            self._falls[id(s)] = got
+        return got

@@ -1,0 +1,79 @@
+"""Which bindings reach a read through branches (semantic/reach.py), read through value kinds."""
+from __future__ import annotations
+
+from tests.review.test_semantic import kind
+
+# Each function reads `x` on its last line; the comments say which bindings reach that read.
+BRANCHES = """
+import jax, jax.numpy as jnp, numpy as np
+step = jax.jit(lambda s: s)
+def both_arms(flag, s):
+    if flag:
+        x = step(s)
+    else:
+        x = jnp.zeros(3)
+    return x
+def mixed_arms(flag, s):
+    if flag:
+        x = step(s)
+    else:
+        x = np.zeros(3)
+    return x
+def arm_that_leaves(flag, s, other):
+    x = step(s)
+    if flag:
+        x = other(s)
+        return x
+    return x
+def arm_that_binds_nothing(flag, s):
+    x = np.zeros(3)
+    if flag:
+        x = step(s)
+    return x
+def other_arm(flag, s):
+    if flag:
+        x = step(s)
+    else:
+        x = np.zeros(3)
+        return x
+def handler(s):
+    try:
+        x = step(s)
+    except ValueError:
+        x = np.zeros(3)
+    return x
+def loop_body_runs(batches, s):
+    x = np.zeros(3)
+    for b in batches:
+        x = step(s)
+    return x
+"""
+
+
+def test_both_arms_of_an_if_reach_the_read_after_it():
+    assert kind(BRANCHES, 9, "x", strict=True) == "jax"  # both device arrays: proven
+    assert kind(BRANCHES, 15, "x", strict=True) is None  # a device array or a NumPy one
+    assert kind(BRANCHES, 15, "x") == "jax"  # the default reading: one path gives one
+
+
+def test_an_arm_that_returns_reaches_nothing_after_the_if():
+    # Read last-written-first, `x = other(s)` (unknown) would hide the jitted result.
+    assert kind(BRANCHES, 21, "x", strict=True) == "jax"
+
+
+def test_an_arm_that_binds_nothing_lets_the_binding_before_the_if_through():
+    assert kind(BRANCHES, 26, "x", strict=True) is None
+    assert kind(BRANCHES, 26, "x") == "jax"
+
+
+def test_a_read_in_one_arm_does_not_see_the_other_arm():
+    assert kind(BRANCHES, 32, "x", strict=True) == "np"
+
+
+def test_a_handler_and_the_try_body_both_reach_the_read_after_the_try():
+    assert kind(BRANCHES, 38, "x", strict=True) is None
+    assert kind(BRANCHES, 38, "x") == "jax"
+
+
+def test_a_loop_body_is_read_as_running_at_least_once():
+    assert kind(BRANCHES, 43, "x", strict=True) == "jax"
