@@ -77,3 +77,19 @@ def test_a_handler_and_the_try_body_both_reach_the_read_after_the_try():
 
 def test_a_loop_body_is_read_as_running_at_least_once():
     assert kind(BRANCHES, 43, "x", strict=True) == "jax"
+
+
+def test_an_item_added_to_in_place_holds_a_device_array_when_the_addend_is_one():
+    src = """
+    import jax, jax.numpy as jnp
+    step = jax.jit(lambda s: (s, s.sum()))
+    def run(state, batches):
+        totals = {"loss": 0.0, "steps": 0}
+        for b in batches:
+            state, loss = step(state)
+            totals["loss"] += loss
+            totals["steps"] += 1
+            shown = totals["loss"]
+    """
+    assert kind(src, 10, "totals['loss']") == "jax"
+    assert kind(src, 10, "totals['loss']", strict=True) is None  # 0.0 before the first step

@@ -254,6 +254,10 @@ class _Builder(JitBindings):
             load = ast.Name(id=node.target.id, ctx=ast.Load(), lineno=node.lineno, col_offset=node.col_offset)
             self.scope.bind(Binding(node.target.id, "assign", end_pos(node), node, value=ast.BinOp(load, node.op, node.value)))
         else:
+            if isinstance(node.target, ast.Subscript) and isinstance(node.target.value, ast.Name):
+                # `totals["loss"] += loss`: the item now holds the sum, a device array when `loss` is one.
+                self.scope.item_sets.setdefault(node.target.value.id, []).append(
+                    Binding(node.target.value.id, "assign", end_pos(node), node, value=node.value))
             self.visit(node.target)
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:

@@ -229,7 +229,11 @@ class KindsMixin:
                 if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Dict) \
                         and b.value.keys:
                     kinds = {self.kind(v, s, strict) for v in b.value.values} if None not in b.value.keys else set()
-                    return kinds.pop() if len(kinds) == 1 and kinds <= {"jax", "np"} else None
+                    # Items stored or added to later (`totals[k] += loss`): a device array on some path.
+                    stored = {self.binding_kind(item, s, strict) for item in s.item_sets.get(name.id, ())}
+                    if not strict and "jax" in stored:
+                        return "jax"
+                    return kinds.pop() if len(kinds) == 1 and kinds <= {"jax", "np"} and not stored - kinds else None
                 if b is None or b.how != "assign" or b.index is not None or not (
                         self._empty_container(b.value) or (not strict and number_list(b.value))):
                     return None  # `losses = [0.0]` then device losses appended: a guess (`losses[-1]`)
