@@ -1,4 +1,4 @@
-"""Which bindings reach a read through branches (semantic/reach.py), read through value kinds."""
+"""Reaching bindings through branches (semantic/reach.py), container items, loop sizes the source computes."""
 from __future__ import annotations
 
 from tests.review.test_semantic import kind
@@ -93,3 +93,23 @@ def test_an_item_added_to_in_place_holds_a_device_array_when_the_addend_is_one()
     """
     assert kind(src, 10, "totals['loss']") == "jax"
     assert kind(src, 10, "totals['loss']", strict=True) is None  # 0.0 before the first step
+
+
+def test_a_loop_size_the_source_computes_through_int_of_a_division_is_known():
+    import ast as _ast
+
+    from jaxmem.evaluators.review.semantic import sizes
+    from tests.review.test_semantic import model
+
+    a, tree = model("""
+    dt = 900
+    steps_per_hour = int(3600 / dt)
+    for step in range(steps_per_hour - 1):
+        pass
+    half = 7 / 2
+    for i in range(half):
+        pass
+    """)
+    loops = [n for n in _ast.walk(tree) if isinstance(n, _ast.For)]
+    assert sizes.trip_count(loops[0].iter, a, a.module_scope) == 3
+    assert sizes.trip_count(loops[1].iter, a, a.module_scope) is None  # range() of a float: no count

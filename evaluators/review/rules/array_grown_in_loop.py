@@ -117,6 +117,8 @@ class ArrayGrownInLoop(Rule):
             if ("." not in name and ctx.analysis.resolve(name, ctx.scope, start) is None
                     or _fresh_each_iteration(loop, stmt, name)):
                 continue   # not carried from one iteration to the next
+            if _reset_in_loop(loop, stmt, name):
+                continue   # emptied again in the loop (`if it % 10 == 0: losses = jnp.array([])`): bounded
             # Sure where the loop is proven to run eagerly: at module level, or driving a jitted
             # call (a plain function's loop might itself be traced from jitted code elsewhere,
             # where it unrolls once).
@@ -177,6 +179,15 @@ def _fresh_each_iteration(loop: ast.AST, grown: ast.stmt, name: str) -> bool:
                 and not any(dotted(n) == name for n in astutil.walk(stmt.value)):
             return True
     return False
+
+
+def _reset_in_loop(loop: ast.AST, grown: ast.stmt, name: str) -> bool:
+    """Another statement of the loop's own body binds the name anew without reading it (a reset,
+    often every N iterations): the array never holds more than what one period adds, so its copies
+    stay small and its few lengths are each compiled once."""
+    return any(stmt is not grown and isinstance(stmt, ast.Assign) and any(dotted(t) == name for t in stmt.targets)
+               and not any(dotted(n) == name for n in astutil.walk(stmt.value))
+               for stmt in _own_statements(loop.body))
 
 
 def _own_statements(body: list[ast.stmt]):

@@ -12,26 +12,38 @@ SMALL_LOOP = 16  # iterations; a loop this short runs a per-step cost a handful 
 
 
 def int_value(expr: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) -> int | None:
-    """An int literal, or a name bound to one (`N = 10`), or simple arithmetic of those."""
-    if depth > 4:
+    """An int literal, or a name bound to one (`N = 10`), or simple arithmetic of those, including
+    `int()` of a division (`steps = int(3600 / dt)` with `dt = 900`)."""
+    v = _number(expr, analysis, scope, depth)
+    return v if type(v) is int else None
+
+
+def _number(expr: ast.AST, analysis: Analysis, scope: Scope, depth: int) -> int | float | None:
+    if depth > 8:
         return None
-    if isinstance(expr, ast.Constant) and type(expr.value) is int:
+    if isinstance(expr, ast.Constant) and type(expr.value) in (int, float):
         return expr.value
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
-        v = int_value(expr.operand, analysis, scope, depth + 1)
+        v = _number(expr.operand, analysis, scope, depth + 1)
         return None if v is None else -v
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Pow)):
-        left = int_value(expr.left, analysis, scope, depth + 1)
-        right = int_value(expr.right, analysis, scope, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Pow, ast.Div)):
+        left = _number(expr.left, analysis, scope, depth + 1)
+        right = _number(expr.right, analysis, scope, depth + 1)
         if left is None or right is None:
             return None
         try:
             if isinstance(expr.op, ast.Pow):
-                return left ** right if 0 <= right < 64 else None
-            return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}.get(
-                type(expr.op), left // right if right else None)
+                return left ** right if type(right) is int and 0 <= right < 64 else None
+            if not right and isinstance(expr.op, (ast.FloorDiv, ast.Div)):
+                return None
+            return {ast.Add: lambda: left + right, ast.Sub: lambda: left - right, ast.Mult: lambda: left * right,
+                    ast.FloorDiv: lambda: left // right, ast.Div: lambda: left / right}[type(expr.op)]()
         except (OverflowError, ZeroDivisionError):
             return None
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "int" \
+            and len(expr.args) == 1 and not expr.keywords and analysis.is_builtin(expr.func, scope):
+        v = _number(expr.args[0], analysis, scope, depth + 1)
+        return int(v) if v is not None and abs(v) < 2 ** 62 else None
     if isinstance(expr, ast.Name):
         b = analysis.resolve(expr.id, scope, pos(expr))
         if b is not None and b.how == "assign" and b.value is not None and b.value is not expr:
@@ -40,7 +52,7 @@ def int_value(expr: ast.AST, analysis: Analysis, scope: Scope, depth: int = 0) -
                 if not (isinstance(value, ast.Tuple) and b.index < len(value.elts)):
                     return None
                 value = value.elts[b.index]
-            return int_value(value, analysis, scope, depth + 1)
+            return _number(value, analysis, scope, depth + 1)
         if b is not None and b.how == "param":
             return _param_int(b, analysis, depth)
     return None
