@@ -22,6 +22,7 @@ reviewed tree.
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from jaxmem.evaluators.review.astutil import own_returns
 from jaxmem.evaluators.review.semantic import exports
@@ -64,31 +65,45 @@ def _returned_jit(a: Analysis, fn, index: int | None) -> JitInfo | None:
     scope = a.scopes.get(fn)
     if scope is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
+    found_info, plain = None, False
     for n in own_returns(fn):
-        if n.value is None:
-            continue
+        if n.value is None or (isinstance(n.value, ast.Constant) and n.value.value is None):
+            continue  # `return None` on a path that fails: what the factory makes otherwise
         value = n.value
         if index is not None:
             if not (isinstance(value, ast.Tuple) and index < len(value.elts)):
                 continue
             value = value.elts[index]
-        if isinstance(value, ast.Call):
-            made = a.jit_from_call(value, scope)
-            if made is not None:
-                info, wrapped = made
-                info.params = a.params_of(wrapped, scope)
-                info.wrapped = wrapped
-                return info
-        elif isinstance(value, ast.Name):
-            found = scope.reaching(value.id, pos(value))
-            if found and found[0].info is not None:
-                return found[0].info
-            if found and found[0].how == "def" and found[0].node in a.jitted_defs:
-                return a.jitted_defs[found[0].node]
-    if index is None:
+        info = _jit_returned(a, value, scope)
+        if info is None:
+            plain = True
+        elif found_info is None:
+            found_info = info
+    if found_info is None and index is None:
         inner = a.returned_def(fn)  # `return _eval_fn`, a `@jax.jit` def in the factory
         if inner is not None and inner in a.jitted_defs:
             return a.jitted_defs[inner]
+    if found_info is not None and plain and found_info.exact:
+        # `return circuit` on one path, `return jax.jit(circuit)` on another: what a call of
+        # the factory gives is jitted only on some paths, not proven.
+        found_info = dataclasses.replace(found_info, exact=False)
+    return found_info
+
+
+def _jit_returned(a: Analysis, value: ast.AST, scope) -> JitInfo | None:
+    if isinstance(value, ast.Call):
+        made = a.jit_from_call(value, scope)
+        if made is not None:
+            info, wrapped = made
+            info.params = a.params_of(wrapped, scope)
+            info.wrapped = wrapped
+            return info
+    elif isinstance(value, ast.Name):
+        found = scope.reaching(value.id, pos(value))
+        if found and found[0].info is not None:
+            return found[0].info
+        if found and found[0].how == "def" and found[0].node in a.jitted_defs:
+            return a.jitted_defs[found[0].node]
     return None
 
 
