@@ -105,6 +105,9 @@ CANONICAL = {
     # jax <= 0.2.x re-exported functools.partial (`@jax.partial(jax.jit, static_argnums=...)`);
     # code written then still uses it.
     "jax.partial": "functools.partial",
+    # A functools.partial subclass that is also a pytree: `@Partial(jax.jit, static_argnames=...)`
+    # decorates as functools.partial does.
+    "jax.tree_util.Partial": "functools.partial",
     "jax.config.config.update": "jax.config.update",
     "haliax.partitioning.named_jit": "haliax.named_jit",
     "flax.linen.module.Module": "flax.linen.Module",
