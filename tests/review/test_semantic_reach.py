@@ -1,6 +1,8 @@
 """Reaching bindings through branches (semantic/reach.py), container items, loop sizes the source computes."""
 from __future__ import annotations
 
+import ast
+
 from tests.review.test_semantic import kind
 
 # Each function reads `x` on its last line; the comments say which bindings reach that read.
@@ -113,3 +115,43 @@ def test_a_loop_size_the_source_computes_through_int_of_a_division_is_known():
     loops = [n for n in _ast.walk(tree) if isinstance(n, _ast.For)]
     assert sizes.trip_count(loops[0].iter, a, a.module_scope) == 3
     assert sizes.trip_count(loops[1].iter, a, a.module_scope) is None  # range() of a float: no count
+
+
+def test_a_factory_that_returns_a_jitted_callable_on_one_path_only_is_not_proven_jitted():
+    from tests.review.test_semantic import model, scope_at
+
+    a, tree = model("""
+    import jax
+    def build(name):
+        def circuit(p):
+            return p
+        if "lightning" in name:
+            return circuit
+        return jax.jit(circuit)
+    def build_jitted(flag):
+        def step(p):
+            return p
+        if flag:
+            return jax.pmap(step)
+        return jax.jit(step)
+    f = build("lightning.qubit")
+    g = build_jitted(True)
+    """)
+    f, g = (next(n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name) for name in ("f", "g"))
+    scope = scope_at(a, 16)
+    assert a.jit_info(f, scope) is not None and not a.jit_info(f, scope).exact
+    assert a.jit_info(g, scope) is not None and a.jit_info(g, scope).exact
+
+
+def test_jax_tree_util_partial_decorates_as_functools_partial():
+    from tests.review.test_semantic import model
+
+    a, tree = model("""
+    from jax import jit
+    from jax.tree_util import Partial
+    @Partial(jit, static_argnums=(1,))
+    def fit_step(params, n):
+        return params
+    """)
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
+    assert fn in a.jitted_defs and a.jitted_defs[fn].static_argnums == frozenset({1})
