@@ -33,6 +33,7 @@ from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic.branches import periodic_operand
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import per_step_read
+from jaxmem.evaluators.review.semantic.syncs import compares_array
 
 
 class BranchOnArrayInLoop(Rule):
@@ -75,9 +76,7 @@ class BranchOnArrayInLoop(Rule):
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             return self._reads_array(test.operand, ctx)
         if isinstance(test, ast.Compare):
-            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
-                return False
-            return any(ctx.kind(v) == "jax" for v in [test.left, *test.comparators])
+            return compares_array(ctx, test)
         if isinstance(test, (ast.Name, ast.Subscript, ast.Call, ast.BinOp, ast.Attribute)):
             # `if nbrs.did_buffer_overflow:` reads a field of a jitted step's result pytree
             return ctx.kind(test) == "jax"

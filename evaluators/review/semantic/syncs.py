@@ -39,10 +39,20 @@ def reads_condition(ctx: Walk, test: ast.AST) -> bool:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return reads_condition(ctx, test.operand)
     if isinstance(test, ast.Compare):
-        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
-            return False
-        return any(ctx.kind(v) == "jax" for v in [test.left, *test.comparators])
+        return compares_array(ctx, test)
     return isinstance(test, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) and ctx.kind(test) == "jax"
+
+def compares_array(ctx: Walk, test: ast.Compare) -> bool:
+    """A comparison whose truth Python reads from a device array (`loss < best`)."""
+    if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
+        return False
+    operands = [test.left, *test.comparators]
+    if any(isinstance(v, ast.Dict) or (isinstance(v, ast.Constant) and isinstance(v.value, (str, bytes)))
+           for v in operands):
+        # `new_batch_stats != {}`, `mode == "train"`: a dict or a string is no array operand;
+        # Python compares the containers (or falls back to identity), no device value is read.
+        return False
+    return any(ctx.kind(v) == "jax" for v in operands)
 
 def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
     """The expression waits for the device: block_until_ready, device_get, or a host read of a
@@ -323,6 +333,13 @@ def _explicit_wait(ctx: Walk, roots: list[ast.AST], scope, depth: int) -> bool:
     while stack:
         n = stack.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(n, ast.If):
+            # A wait in one arm only (`if micro_count == accum_steps: jax.block_until_ready(state)`)
+            # runs on some iterations, not on every one: the others still stall on each read.
+            if n.orelse and _explicit_wait(ctx, n.body, scope, depth) and _explicit_wait(ctx, n.orelse, scope, depth):
+                return True
+            stack.append(n.test)
             continue
         if isinstance(n, ast.Call):
             if isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready":
