@@ -31,6 +31,7 @@ import ast
 
 from jaxmem.evaluators.review.notebook import TIMING_MAGICS
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.semantic.jax_config import checks_outputs
 from jaxmem.evaluators.review.semantic.names import last_name, pos
 from jaxmem.evaluators.review.semantic.regions import local_waits
 from jaxmem.evaluators.review.semantic.syncs import is_sync
@@ -54,6 +55,8 @@ class TimeitWithoutBlock(Rule):
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if not (isinstance(node.func, ast.Name) and node.func.id in TIMING_MAGICS and len(node.args) == 1):
             return
+        if checks_outputs(ctx.analysis):
+            return  # every call waits for its outputs' NaN check (semantic/jax_config.py)
         magic = TIMING_MAGICS[node.func.id]
         shown = timed = _assigned(node.args[0], ctx)
         if timed is None:

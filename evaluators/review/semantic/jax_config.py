@@ -99,3 +99,32 @@ def updated_options(a) -> set[str]:
                     out.add(_SAME[n.args[0].value])
         a.memo["jax_config_updates"] = out
     return a.memo["jax_config_updates"]
+
+
+_CHECKS = ("jax_debug_nans", "jax_debug_infs")
+_TRUE_TEXT = frozenset({"1", "true", "True", "TRUE", "yes"})
+
+
+def checks_outputs(a) -> bool:
+    """The module turns on `jax_debug_nans` or `jax_debug_infs` (`jax.config.update(..., True)`,
+    or `JAX_DEBUG_NANS` written to `os.environ`): JAX then checks every jitted computation's and
+    every eager operation's outputs for NaN/inf on the host before the call returns (the debugging
+    flags guide: a NaN output of a jitted function re-runs it eagerly to raise where it appeared),
+    so each call has waited for its work; a timer around it measures the work, not dispatch."""
+    if "checks_outputs" not in a.memo:
+        found = False
+        for n in ast.walk(a.tree):
+            if isinstance(n, ast.Call) and len(n.args) == 2 and isinstance(n.args[0], ast.Constant) \
+                    and n.args[0].value in _CHECKS and a.qualname(n.func) == "jax.config.update":
+                value = n.args[1]
+                found = isinstance(value, ast.Constant) and (value.value is True or value.value == 1
+                                                             or value.value in _TRUE_TEXT)
+            elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Subscript) \
+                    and a.qualname(n.targets[0].value) == "os.environ":
+                key, value = n.targets[0].slice, n.value
+                found = (isinstance(key, ast.Constant) and key.value in ("JAX_DEBUG_NANS", "JAX_DEBUG_INFS")
+                         and isinstance(value, ast.Constant) and value.value in _TRUE_TEXT)
+            if found:
+                break
+        a.memo["checks_outputs"] = found
+    return a.memo["checks_outputs"]
