@@ -52,6 +52,8 @@ class Structure:
 
     def __init__(self, body: list[ast.stmt]):
         self.body = body
+        self.flows: dict[tuple[int, int], _Flow] = {}  # per binding list: memos shared by its reads
+        self._starts: dict[int, list[tuple[int, int]]] = {}
         self.parent: dict[int, tuple[ast.stmt, list[ast.stmt]]] = {}
         todo = [body]
         while todo:
@@ -75,14 +77,26 @@ class Structure:
         return False
 
 
+    def starts(self, stmts: list[ast.stmt]) -> list[tuple[int, int]]:
+        got = self._starts.get(id(stmts))
+        if got is None:
+            got = self._starts[id(stmts)] = [pos(s) for s in stmts]
+        return got
+
+
 def reaching(structure: Structure, bindings: list, p: tuple[int, int]) -> list:
     """The bindings (of one name, this scope's) that some path carries to `p`, latest first."""
-    found = _Flow(bindings).reach(structure.body, p)[0]
+    key = (id(bindings), len(bindings))  # a scope's list for one name (or `self.` attribute), still growing while built
+    flow = structure.flows.get(key)
+    if flow is None:
+        flow = structure.flows[key] = _Flow(bindings, structure)
+    found = flow.reach(structure.body, p)[0]
     return sorted(set(found), key=lambda b: b.at, reverse=True)
 
 
 class _Flow:
-    def __init__(self, bindings: list):
+    def __init__(self, bindings: list, structure: Structure):
+        self.structure = structure
         self.bs = [b for b in bindings if b.until is None]
         self._outs: dict[int, tuple[list, bool]] = {}
         self._falls: dict[int, bool] = {}
@@ -95,7 +109,7 @@ class _Flow:
         """Bindings in `stmts` that may hold at `p` (inside them or after them), and whether one
         of them surely does (then nothing before `stmts` reaches)."""
         acc: list = []
-        i = bisect_right([pos(s) for s in stmts], p) - 1
+        i = bisect_right(self.structure.starts(stmts), p) - 1
         if i < 0:
             return acc, False
         if p <= end_pos(stmts[i]):
