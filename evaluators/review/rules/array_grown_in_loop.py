@@ -175,8 +175,7 @@ def _fresh_each_iteration(loop: ast.AST, grown: ast.stmt, name: str) -> bool:
     for stmt in loop.body:
         if stmt is grown or any(n is grown for n in astutil.walk(stmt)):
             return False
-        if isinstance(stmt, ast.Assign) and any(dotted(t) == name for t in stmt.targets) \
-                and not any(dotted(n) == name for n in astutil.walk(stmt.value)):
+        if _binds_anew(stmt, name):
             return True
     return False
 
@@ -185,9 +184,13 @@ def _reset_in_loop(loop: ast.AST, grown: ast.stmt, name: str) -> bool:
     """Another statement of the loop's own body binds the name anew without reading it (a reset,
     often every N iterations): the array never holds more than what one period adds, so its copies
     stay small and its few lengths are each compiled once."""
-    return any(stmt is not grown and isinstance(stmt, ast.Assign) and any(dotted(t) == name for t in stmt.targets)
-               and not any(dotted(n) == name for n in astutil.walk(stmt.value))
-               for stmt in _own_statements(loop.body))
+    return any(stmt is not grown and _binds_anew(stmt, name) for stmt in _own_statements(loop.body))
+
+
+def _binds_anew(stmt: ast.stmt, name: str) -> bool:
+    """`name = <a value that does not read name>`: what the name held before is gone."""
+    return (isinstance(stmt, ast.Assign) and any(dotted(t) == name for t in stmt.targets)
+            and not any(dotted(n) == name for n in astutil.walk(stmt.value)))
 
 
 def _own_statements(body: list[ast.stmt]):

@@ -44,9 +44,8 @@ import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
-from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, JAX_NON_ARRAY
+from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, JAX_NON_ARRAY, TRY_TYPES
 
-_TRY = tuple(t for t in (ast.Try, getattr(ast, "TryStar", None)) if t is not None)
 # jax.numpy functions that do something besides returning a value (files, global print options).
 EFFECTS = frozenset({
     "jax.numpy.save", "jax.numpy.savez", "jax.numpy.load", "jax.numpy.fromfile",
@@ -92,7 +91,7 @@ class DiscardedJaxResult(Rule):
                 module in MODULES or module.startswith("jax.scipy.stats.")):
             return
         parent = ctx.parent
-        if isinstance(parent, _TRY) and parent.handlers and any(st is node for st in parent.body):
+        if isinstance(parent, TRY_TYPES) and parent.handlers and any(st is node for st in parent.body):
             return  # `try: jnp.asarray(leaf) except ...: raise TypeError(...)`: a check that may raise
         if ctx.loops and all(_jax_work(st, ctx) for st in ctx.loops[-1].body):
             return  # a loop that only runs JAX calls and drops them: a benchmark or a warm-up

@@ -92,13 +92,8 @@ def _returned_jit(a: Analysis, fn, index: int | None) -> JitInfo | None:
 
 def _jit_returned(a: Analysis, value: ast.AST, scope) -> JitInfo | None:
     if isinstance(value, ast.Call):
-        made = a.jit_from_call(value, scope)
-        if made is not None:
-            info, wrapped = made
-            info.params = a.params_of(wrapped, scope)
-            info.wrapped = wrapped
-            return info
-    elif isinstance(value, ast.Name):
+        return a.made_jit(value, scope)
+    if isinstance(value, ast.Name):
         found = scope.reaching(value.id, pos(value))
         if found and found[0].info is not None:
             return found[0].info

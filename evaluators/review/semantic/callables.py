@@ -163,13 +163,19 @@ class CallablesMixin:
                                c.static_argnames, c.maker, c.donate_from, False, c.wrapped)
             return None
         if isinstance(func, ast.Call):
-            made = self.jit_from_call(func, scope)
-            if made is not None:
-                info, wrapped = made
-                info.params = self.params_of(wrapped, scope)
-                info.wrapped = wrapped
-                return info
+            return self.made_jit(func, scope)
         return None
+
+    def made_jit(self, call: ast.Call, scope: Scope) -> JitInfo | None:
+        """The jitted callable a call makes (`jax.jit(step)`), with the parameters and the
+        expression it wraps filled in."""
+        made = self.jit_from_call(call, scope)
+        if made is None:
+            return None
+        info, wrapped = made
+        info.params = self.params_of(wrapped, scope)
+        info.wrapped = wrapped
+        return info
 
     def call_sites(self, fn: ast.AST) -> list[tuple[ast.Call, Scope]]:
         """(call, its scope) for every call of the module function `fn` by name in this module."""

@@ -257,6 +257,7 @@ def keyword(call: ast.Call, name: str) -> ast.AST | None:
             return kw.value
     return None
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
+TRY_TYPES = tuple(t for t in (ast.Try, getattr(ast, "TryStar", None)) if t is not None)  # TryStar: 3.11+
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 

@@ -24,11 +24,9 @@ from __future__ import annotations
 import ast
 from bisect import bisect_right
 
-from jaxmem.evaluators.review.semantic.names import end_pos, pos
+from jaxmem.evaluators.review.semantic.names import LOOP_TYPES, TRY_TYPES, end_pos, pos
 
-_TRY = tuple(t for t in (ast.Try, getattr(ast, "TryStar", None)) if t is not None)
-_BRANCHING = (ast.If, ast.Match, *_TRY)
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_BRANCHING = (ast.If, ast.Match, *TRY_TYPES)
 _LEAVES = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -36,9 +34,9 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 def blocks_of(s: ast.stmt) -> list[list[ast.stmt]]:
     """The statement lists a compound statement holds, in source order (none for a def or class:
     their bodies are other scopes)."""
-    if isinstance(s, (ast.If, *_LOOPS)):
+    if isinstance(s, (ast.If, *LOOP_TYPES)):
         return [s.body, s.orelse]
-    if isinstance(s, _TRY):
+    if isinstance(s, TRY_TYPES):
         return [s.body, *(h.body for h in s.handlers), s.orelse, s.finalbody]
     if isinstance(s, (ast.With, ast.AsyncWith)):
         return [s.body]
@@ -76,7 +74,6 @@ class Structure:
             up = self.parent.get(id(compound))
         return False
 
-
     def starts(self, stmts: list[ast.stmt]) -> list[tuple[int, int]]:
         got = self._starts.get(id(stmts))
         if got is None:
@@ -113,29 +110,22 @@ class _Flow:
         if i < 0:
             return acc, False
         if p <= end_pos(stmts[i]):
-            m, d = self._inside(stmts[i], p)
-            acc += m
+            acc, d = self._inside(stmts[i], p)
             if d:
                 return acc, True
             i -= 1
-        for s in reversed(stmts[:i + 1]):
-            m, d = self._out(s)
-            acc += m
-            if d:
-                return acc, True
-        return acc, False
+        m, d = self._backwards(stmts[:i + 1])
+        return acc + m, d
 
     def _inside(self, s: ast.stmt, p) -> tuple[list, bool]:
-        blocks = [b for b in blocks_of(s) if b]
-        block = next((b for b in blocks if pos(b[0]) <= p <= end_pos(b[-1])), None)
-        first = pos(blocks[0][0]) if blocks else end_pos(s)
-        header = [b for b in self._within(pos(s), first) if b.at < p]  # a `for` target, `with ... as`
+        block = next((b for b in blocks_of(s) if b and pos(b[0]) <= p <= end_pos(b[-1])), None)
+        header = [b for b in self._header(s, self._within(pos(s), end_pos(s))) if b.at < p]
         if block is None:  # the read is in the header, or `s` is a simple statement
             return ([max(header, key=lambda b: b.at)], True) if header else ([], False)
         m, d = self.reach(block, p)
         if d:
             return m, True
-        if isinstance(s, _TRY) and block is not s.body:
+        if isinstance(s, TRY_TYPES) and block is not s.body:
             # An `else` runs after the whole body; a handler or `finally` after any part of it.
             if block is s.orelse:
                 mb, d = self._seq(s.body)
@@ -167,11 +157,11 @@ class _Flow:
             mb, db = self._seq(s.body)
             me, de = self._seq(s.orelse)
             m, d = mb + me, db and de
-        elif isinstance(s, _LOOPS):
+        elif isinstance(s, LOOP_TYPES):
             mb, db = self._seq(s.body, loop=True)
             mo, do = self._seq(s.orelse)
             m, d = mb + mo, db or do
-        elif isinstance(s, _TRY):
+        elif isinstance(s, TRY_TYPES):
             mf, df = self._seq(s.finalbody)
             if df:
                 return mf, True
@@ -186,13 +176,16 @@ class _Flow:
             m, d = [b for mc, _ in cases for b in mc], False
         else:  # with
             m, d = self._seq(s.body)
-        if not d:
-            nonempty = [b for b in blocks if b]
-            first = pos(nonempty[0][0]) if nonempty else end_pos(s)
-            header = [b for b in inside if b.at < first]
-            if header:
-                return [*m, max(header, key=lambda b: b.at)], True
+        if not d and (header := self._header(s, inside)):
+            return [*m, max(header, key=lambda b: b.at)], True
         return m, d
+
+    @staticmethod
+    def _header(s: ast.stmt, inside: list) -> list:
+        """Of the bindings in `s`, those its header makes before its first block runs: a `for`
+        target, `with ... as`, a walrus in an `if` test."""
+        first = next((pos(b[0]) for b in blocks_of(s) if b), end_pos(s))
+        return [b for b in inside if b.at < first]
 
     def _seq(self, stmts: list[ast.stmt], loop: bool = False) -> tuple[list, bool]:
         """What a block leaves behind. A block that always leaves (`return`, `raise`) leaves
@@ -202,6 +195,11 @@ class _Flow:
             return [], False
         if not loop and not self._falls_block(stmts):
             return [], True
+        return self._backwards(stmts)
+
+    def _backwards(self, stmts: list[ast.stmt]) -> tuple[list, bool]:
+        """What statements run one after another leave behind, read from the last back to the
+        first binding that surely holds."""
         acc: list = []
         for s in reversed(stmts):
             m, d = self._out(s)
@@ -220,7 +218,7 @@ class _Flow:
                 got = False
             elif isinstance(s, ast.If):
                 got = self._falls_block(s.body) or not s.orelse or self._falls_block(s.orelse)
-            elif isinstance(s, _TRY):
+            elif isinstance(s, TRY_TYPES):
                 got = (self._falls_block(s.body + s.orelse) or any(self._falls_block(h.body) for h in s.handlers)) \
                     and (not s.finalbody or self._falls_block(s.finalbody))
             elif isinstance(s, (ast.With, ast.AsyncWith)):

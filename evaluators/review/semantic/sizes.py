@@ -31,13 +31,17 @@ def _number(expr: ast.AST, analysis: Analysis, scope: Scope, depth: int) -> int 
         right = _number(expr.right, analysis, scope, depth + 1)
         if left is None or right is None:
             return None
+        op = type(expr.op)
         try:
-            if isinstance(expr.op, ast.Pow):
+            if op is ast.Pow:
                 return left ** right if type(right) is int and 0 <= right < 64 else None
-            if not right and isinstance(expr.op, (ast.FloorDiv, ast.Div)):
-                return None
-            return {ast.Add: lambda: left + right, ast.Sub: lambda: left - right, ast.Mult: lambda: left * right,
-                    ast.FloorDiv: lambda: left // right, ast.Div: lambda: left / right}[type(expr.op)]()
+            if op is ast.Add:
+                return left + right
+            if op is ast.Sub:
+                return left - right
+            if op is ast.Mult:
+                return left * right
+            return (left // right if op is ast.FloorDiv else left / right) if right else None
         except (OverflowError, ZeroDivisionError):
             return None
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "int" \
