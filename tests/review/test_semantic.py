@@ -106,6 +106,27 @@ def test_an_unpacked_literal_tuple_gives_each_name_its_own_kind():
     assert kind(src, 5, "a") == "jax" and kind(src, 5, "b") == "np"
 
 
+def test_an_elementwise_comparison_has_the_kind_of_its_array_operand():
+    # `g == g` of a device array is a device array of booleans (what `.any()` then reads); `is`,
+    # `in`, a chain and a string operand give Python booleans, a NumPy comparison a NumPy array.
+    src = """
+    import jax.numpy as jnp, numpy as np
+    def f(mode):
+        g, h = jnp.ones(3), np.ones(3)
+        a = g == g
+        b = g < 0.5
+        c = g is None
+        d = 0 < g < 1
+        e = mode == "train"
+        k = h > 0
+        m = (g == g).any()
+        return a, b, c, d, e, k, m
+    """
+    got = {n: kind(src, 12, n) for n in "abcdekm"}
+    assert got == {"a": "jax", "b": "jax", "c": None, "d": None, "e": None, "k": "np", "m": "jax"}
+    assert kind(src, 12, "a", strict=True) == "jax"
+
+
 def test_an_attribute_of_self_set_earlier_in_the_method_holds_what_was_assigned():
     # `self.state = new_state`, then `self.state.step` read: as a local name would be, including
     # across the loop's back edge; read before the method sets it, or set only in another

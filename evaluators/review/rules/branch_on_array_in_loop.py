@@ -1,14 +1,15 @@
 """JM104 branch-on-array-in-loop
 
 What it does
-    Flags `if`/`while` conditions and `and`/`or`/`not` tests that evaluate a JAX array inside an
-    eagerly running Python loop, such as `if loss < best:` or `while err > tol:`. A test that
-    decides whether to go on (`while`, `if ...: break`, an `if` whose body only raises) must read
-    the value somewhere: it is reported as possible, never sure. Loops that are not hot (a few
+    Flags `if`/`while` conditions, `assert` tests and `and`/`or`/`not` tests that evaluate a JAX
+    array inside an eagerly running Python loop, such as `if loss < best:`, `while err > tol:` or
+    `assert jnp.isfinite(g).all()`. A test that decides whether to go on (`while`,
+    `if ...: break`, an `if` whose body only raises, an `assert`) must read the value somewhere:
+    it is reported as possible, never sure. Loops that are not hot (a few
     literal iterations, per epoch, no device work queued) are not flagged.
 
 Why is this bad
-    A Python condition calls `bool()` on the array: the host waits for the device and copies
+    A Python condition calls `bool()` on the array (an `assert` too, unless Python runs with `-O`): the host waits for the device and copies
     the value back before it can choose a branch, once per iteration. The device idles while
     Python decides.
 
@@ -32,7 +33,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic.branches import periodic_operand
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
-from jaxmem.evaluators.review.semantic.roles import per_step_read
+from jaxmem.evaluators.review.semantic.roles import enclosing_role, per_step_read
 from jaxmem.evaluators.review.semantic.syncs import compares_array
 
 
@@ -43,7 +44,9 @@ class BranchOnArrayInLoop(Rule):
     severity = "warning"
     message = "condition `{what}` reads a JAX array on the host: a device->host sync every iteration"
     fix = "Compute the decision on device (`jnp.where`, `jnp.minimum`, `lax.cond`) or test it every N steps."
-    node_types = (ast.If, ast.While, ast.IfExp)
+    assert_fix = ("Assert every N steps or once after the loop, or check on the device "
+                  "(`jax.experimental.checkify`) and read the error every N steps.")
+    node_types = (ast.If, ast.While, ast.IfExp, ast.Assert)
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         # A `while` test runs every iteration of its own loop, so it counts even at top level.
@@ -53,7 +56,11 @@ class BranchOnArrayInLoop(Rule):
         # A check that raises on failure (`if jnp.isnan(loss): raise ...`) reads because it must:
         # a stop check, reported but never proven (checking every N steps, or on the device with
         # checkify, removes the per-step wait).
-        raises = isinstance(node, ast.If) and bool(node.body) and all(isinstance(s, ast.Raise) for s in node.body)
+        # An `assert` is that check written in one line.
+        raises = isinstance(node, ast.Assert) or (
+            isinstance(node, ast.If) and bool(node.body) and all(isinstance(s, ast.Raise) for s in node.body))
+        if isinstance(node, ast.Assert) and not enclosing_role(ctx).steps:
+            return  # outside a loop that steps, an assertion's read is the check it exists for (tests, data checks)
         test = node.test
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance"
                for n in astutil.walk(test)):
@@ -64,7 +71,8 @@ class BranchOnArrayInLoop(Rule):
             stop = raises or isinstance(node, ast.While) or (isinstance(node, ast.If) and _exits(node.body))
             how = per_step_read(ctx, self._values(test, ctx), stop_check=stop)
             if how is not None:
-                ctx.report(self, test, what=describe(test), sure=how == "sure")
+                fix = self.assert_fix if isinstance(node, ast.Assert) else None
+                ctx.report(self, test, what=describe(test), sure=how == "sure", fix=fix)
 
     def _values(self, test: ast.AST, ctx: Ctx) -> list[ast.AST]:
         return [n for n in astutil.walk(_every_step_part(test, ctx)) if isinstance(n, (ast.Name, ast.Subscript, ast.Call, ast.Attribute))

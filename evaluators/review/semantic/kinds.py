@@ -215,7 +215,27 @@ class KindsMixin:
             return body or orelse
         if t is ast.Starred or t is ast.Await:
             return self.kind(expr.value, scope, strict)
+        if t is ast.Compare:
+            return self._compare_kind(expr, scope, strict)
         return None
+
+    def _compare_kind(self, expr: ast.Compare, scope: Scope, strict: bool) -> str | None:
+        """`g == g`, `loss < 0.5`: an array compared elementwise gives an array of booleans, on
+        the device when either side is a device array and the other one an array or a number. `is`,
+        `in`, a chain (`a < b < c` reads the first result as a Python bool) or a string or dict
+        operand (`mode == "train"`, compared as Python objects) give no array."""
+        if len(expr.ops) != 1 or isinstance(expr.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+            return None
+        operands = (expr.left, expr.comparators[0])
+        if any(isinstance(v, ast.Dict) or (isinstance(v, ast.Constant) and isinstance(v.value, (str, bytes)))
+               for v in operands):
+            return None
+        # NumPy arrays and Python numbers defer to JAX's operator; another object (a pandas column,
+        # a value of unknown kind) may answer with its own.
+        kinds = {self.kind(v, scope, strict) for v in operands}
+        if not kinds <= {"jax", "np", "scalar"}:
+            return None
+        return "jax" if "jax" in kinds else "np" if "np" in kinds else None
 
     def container_item_kind(self, name: ast.Name, scope: Scope, strict: bool = False) -> str | None:
         """`stops[0]` where `stops` starts empty (`[]`, `deque(...)`) and is filled with

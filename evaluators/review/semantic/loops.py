@@ -153,10 +153,10 @@ def periodic(ctx: Walk, sync: bool = True) -> bool:
     for node in reversed(ctx.stack):
         if node is loop:
             break
-        if isinstance(node, (ast.Assert, ast.Raise)) or (
+        if isinstance(node, ast.Raise) or (isinstance(node, ast.Assert) and node is not ctx.stack[-1]) or (
                 isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr.startswith(("assert", "fail"))):
-            return True
+            return True  # (an `assert` looked at itself is its own stop check: JM104, possible)
         if isinstance(node, ast.If) and inner in node.body and iterations.matches_one_key(node.test, loop):
             return True  # `for name in names: if name == "lr": ...`: runs for one element, not each step
         inner = node
