@@ -187,6 +187,39 @@ def test_a_removed_api_is_an_upgrade_note_where_the_project_pins_an_older_jax(tm
     assert ("works on the jax this project pins" in f.message) is not sure
 
 
+@pytest.mark.parametrize("files, cpu, sure", [
+    ({}, True, True),                                                  # nothing declared: jax today
+    ({"requirements.txt": "jax==0.4.9\njaxlib==0.4.9\n"}, True, False),  # synchronous on the CPU then
+    ({"requirements.txt": "jax==0.4.9\n"}, False, True),               # a GPU dispatches asynchronously
+    ({"requirements.txt": "jax==0.4.32\n"}, True, True),               # asynchronous from 0.4.32
+])
+def test_a_timer_on_a_cpu_that_dispatched_synchronously_is_not_proven(tmp_path: Path, files, cpu, sure):
+    """Before jax 0.4.32 the CPU backend dispatched non-parallel computations synchronously (the
+    0.4.32 changelog): in a project that pins such a JAX and forces the CPU, a timer without
+    `block_until_ready` may measure the work, so JM701 is possible and says why."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    platform = 'jax.config.update("jax_platform_name", "cpu")\n' if cpu else ""
+    (tmp_path / "bench.py").write_text(
+        "import time\n\nimport jax\nimport jax.numpy as jnp\n\n" + platform +
+        "f = jax.jit(lambda x: x @ x)\nx = jnp.ones((500, 500))\nf(x).block_until_ready()\n"
+        "t0 = time.perf_counter()\ny = f(x)\nprint(time.perf_counter() - t0)\n")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    (f,) = [f for f in result.findings + result.possible if f.code == "JM701"]
+    assert (f.confidence == "sure") is sure
+    assert ("declares a JAX before 0.4.32" in f.message) is not sure
+
+
+def test_a_timer_with_cpu_async_dispatch_turned_off_is_not_proven(tmp_path: Path):
+    (tmp_path / "bench.py").write_text(
+        "import time\n\nimport jax\nimport jax.numpy as jnp\n\n"
+        'jax.config.update("jax_platforms", "cpu")\njax.config.update("jax_cpu_enable_async_dispatch", False)\n'
+        "f = jax.jit(lambda x: x @ x)\nx = jnp.ones((500, 500))\nf(x).block_until_ready()\n"
+        "t0 = time.perf_counter()\ny = f(x)\nprint(time.perf_counter() - t0)\n")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    assert [f.confidence for f in result.findings + result.possible if f.code == "JM701"] == ["possible"]
+
+
 def test_a_notebook_is_limited_by_its_code_not_its_outputs(tmp_path: Path):
     """Embedded plots make notebooks large; max-file-size counts the code cells."""
     doc = json.loads(_nb([("code", "import jax.numpy as jnp"),

@@ -1,7 +1,10 @@
 """JM804 removed-clear-backends
 
 What it does
-    Flags `jax.clear_backends()` (and `jax.lib.xla_bridge._clear_backends()`).
+    Flags `jax.clear_backends()` (and `jax.lib.xla_bridge._clear_backends()`), except where the
+    code already copes with its absence (`if hasattr(jax, "clear_backends"):`, or a `try` with an
+    `except AttributeError`): skipping a call that never freed live arrays loses nothing (unlike
+    JM204's placement calls, whose fallback may leave data unplaced: those are still reported).
 
 Why is this bad
     It was deprecated in jax 0.4.26 and has since been removed from the `jax` namespace: on
@@ -24,6 +27,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import absence_handled
 
 REMOVED = frozenset({"jax.clear_backends", "jax.lib.xla_bridge._clear_backends"})
 
@@ -41,7 +45,7 @@ class RemovedClearBackends(Rule):
 
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         q = ctx.qualname(node.func)
-        if q in REMOVED:
+        if q in REMOVED and not absence_handled(ctx, q.rpartition(".")[2]):
             ctx.report(self, node, func=q)
 
 

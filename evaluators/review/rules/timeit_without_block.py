@@ -31,6 +31,7 @@ import ast
 
 from jaxmem.evaluators.review.notebook import TIMING_MAGICS
 from jaxmem.evaluators.review.rule import Ctx, Rule
+from jaxmem.evaluators.review.rules._util import timing_tier
 from jaxmem.evaluators.review.semantic.jax_config import checks_outputs
 from jaxmem.evaluators.review.semantic.names import last_name, pos
 from jaxmem.evaluators.review.semantic.regions import local_waits
@@ -66,8 +67,8 @@ class TimeitWithoutBlock(Rule):
                 isinstance(timed, ast.Attribute) and timed.attr in ("block_until_ready", "item", "tolist")):
             timed = timed.value  # `f(x)[0]`, `f(x).T`: one more queued operation on its result
         if isinstance(timed, (ast.BinOp, ast.UnaryOp)) and ctx.kind(timed) == "jax":
-            ctx.report(self, at, message=self.operator_message, what=_shown(shown), fix=self.operator_fix,
-                       magic=magic, sure=ctx.proven(timed))
+            ctx.report(self, at, what=_shown(shown), fix=self.operator_fix,
+                       magic=magic, **timing_tier(self.operator_message, ctx, ctx.proven(timed)))
             return
         if not isinstance(timed, ast.Call) or _waits(timed, ctx):
             return
@@ -79,7 +80,7 @@ class TimeitWithoutBlock(Rule):
             ctx.proven(a) for a in [*timed.args, *(k.value for k in timed.keywords)])
         if proven or handed:
             # The fix template is filled in once, by report(): `what` may hold braces (a dict literal).
-            ctx.report(self, at, what=_shown(shown), magic=magic, sure=proven)
+            ctx.report(self, at, what=_shown(shown), magic=magic, **timing_tier(self.message, ctx, proven))
 
 
 def _constructor(call: ast.Call, ctx: Ctx) -> bool:

@@ -44,7 +44,7 @@ import re
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import TIMERS
+from jaxmem.evaluators.review.rules._util import TIMERS, timing_tier
 from jaxmem.evaluators.review.semantic import clocks, regions
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.helpers import project_facts
@@ -121,7 +121,7 @@ class TimingWithoutBlockUntilReady(Rule):
             if isinstance(fn, ast.Lambda):
                 runs, waits, _jitted, _settled = regions.scan([fn.body], ctx)
                 if runs and not waits:
-                    ctx.report(self, node)
+                    ctx.report(self, node, **timing_tier(self.message, ctx, True))
 
     def check_body(self, body: list[ast.stmt], ctx: Ctx) -> None:
         if checks_outputs(ctx.analysis):
@@ -242,7 +242,7 @@ class TimingWithoutBlockUntilReady(Rule):
         `guessed`: the helper is a timer by its class's name only (its body is not in the review)."""
         runs, waited, _jitted, _settled = regions.scan(stmts, ctx)
         if runs and not waited:
-            ctx.report(self, at, sure=not guessed and regions.proven_work(stmts, ctx))
+            ctx.report(self, at, **timing_tier(self.message, ctx, not guessed and regions.proven_work(stmts, ctx)))
 
     def _region(self, body: list[ast.stmt], start: int, i: int, name: str, stmt: ast.stmt, stop: ast.AST,
                 ctx: Ctx, pipelined: bool = False) -> None:
@@ -284,8 +284,11 @@ class TimingWithoutBlockUntilReady(Rule):
             # work nothing waits for. Not where a loop in it waits every N steps, nor where part of
             # the work was waited for on the way (`print(res.error)`, then a short update queued):
             # only what follows the last wait is left out, and how much that is is not seen here.
-            ctx.report(self, stop, sure=regions.proven_work(body[start + 1:i], ctx) and not settled
-                       and not regions.waits_sometimes(body[start + 1:i], ctx))
+            # Nor on a CPU that may dispatch synchronously (an old JAX pinned): the call may have
+            # returned with its work done.
+            sure = regions.proven_work(body[start + 1:i], ctx) and not settled and not regions.waits_sometimes(
+                body[start + 1:i], ctx)
+            ctx.report(self, stop, **timing_tier(self.message, ctx, sure))
             return
         if ctx.loops:
             return  # timed on every iteration: only the first includes compilation

@@ -218,7 +218,8 @@ def _only_copies(ctx: Walk, loop: ast.AST) -> bool:
 
 def _read_earlier_in_statement(ctx: Walk, path: list[ast.AST]) -> bool:
     """`{"loss": float(loss), "acc": float(acc)}`: an earlier host read in the same statement
-    already waited for the device; the reads after it copy values but stall nothing."""
+    (also through a helper of the file, `_as_float(metrics["loss"])`) already waited for the
+    device; the reads after it copy values but stall nothing."""
     stmt = next((n for n in reversed(path) if isinstance(n, ast.stmt)), None)
     node = path[-1] if path else None
     if stmt is None or node is None or node is stmt or isinstance(stmt, (ast.For, ast.While, ast.If, ast.With, ast.Try)):
@@ -228,7 +229,8 @@ def _read_earlier_in_statement(ctx: Walk, path: list[ast.AST]) -> bool:
     for n in astutil.walk(stmt):
         if (isinstance(n, ast.Call) and id(n) not in ancestors
                 and (n.lineno, n.col_offset) < here and n.end_lineno is not None
-                and (n.end_lineno, n.end_col_offset) <= here and waits(ctx, n, 1)):
+                and (n.end_lineno, n.end_col_offset) <= here
+                and (waits(ctx, n, 1) or _calls_waiting_function(ctx, n) or hands_to_converter(ctx, n))):
             return True
     return False
 
