@@ -127,6 +127,25 @@ def test_an_elementwise_comparison_has_the_kind_of_its_array_operand():
     assert kind(src, 12, "a", strict=True) == "jax"
 
 
+def test_typing_cast_returns_its_value():
+    # `state = cast(TrainState, state)` after a jitted step (12zzzzzt): the same device pytree.
+    src = """
+    from typing import cast
+    import jax, jax.numpy as jnp
+
+    @jax.jit
+    def step(state):
+        return state * 2
+
+    def run(state, n):
+        for _ in range(n):
+            state = step(state)
+            state = cast(jax.Array, state)
+        return state
+    """
+    assert kind(src, 13, "state") == "jax" and kind(src, 13, "state", strict=True) == "jax"
+
+
 def test_an_attribute_of_self_set_earlier_in_the_method_holds_what_was_assigned():
     # `self.state = new_state`, then `self.state.step` read: as a local name would be, including
     # across the loop's back edge; read before the method sets it, or set only in another

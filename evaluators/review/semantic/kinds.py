@@ -320,6 +320,8 @@ class KindsMixin:
                 return "scalar"  # `psum(1, axis)`: the axis size, a Python int
             if q == "jax.eval_shape":
                 return None  # shapes and dtypes, no arrays
+            if q == "typing.cast" and len(call.args) == 2:
+                return self.kind(call.args[1], scope, strict)  # `cast(TrainState, state)` returns `state`
             if q in JAX_ARRAY_FUNCS or (q.startswith(JAX_ARRAY_PREFIXES) and q not in JAX_NON_ARRAY):
                 return "jax"
             if q == "jax.device_get":
