@@ -46,16 +46,19 @@ ROOT = Path(__file__).resolve().parents[2]
 # builders use the kind for a Python loop that grows an array with `jnp.concatenate` every step
 # (12zzzn's two such cases carried JM505 at the case's line), which is what JM505 states. Like
 # JM501 (an eager copy per iteration), it is one of the loop's eager operations.
+# From the twenty-seventh stop (before 12zzzzzv.. ran): `host-sync-per-step` and `host-roundtrip`
+# also count the new JM107 (`jnp.unique(codes)` without `size=` every step reads the values on the
+# host to size its result: a host sync, which is what the builders' kinds state).
 LEGACY_KIND_CODES = {
     "python-loop-not-scan": {"JM503", "JM504"}, "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"},
 }
 KIND_CODES = {
-    "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM105", "JM011"},
+    "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM105", "JM107", "JM011"},
     "timing-no-block": {"JM701", "JM704"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
     "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM308", "JM309", "JM014"},
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803", "JM505"},
     "python-loop-not-scan": {"JM503", "JM504", "JM304", "JM305", "JM307", "JM501", "JM505"},
-    "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013", "JM101", "JM104"}, "captured-constant": {"JM302", "JM306"},
+    "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013", "JM101", "JM104", "JM107"}, "captured-constant": {"JM302", "JM306"},
     "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505", "JM506"},
 }
 
