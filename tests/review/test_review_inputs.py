@@ -187,6 +187,22 @@ def test_a_removed_api_is_an_upgrade_note_where_the_project_pins_an_older_jax(tm
     assert ("works on the jax this project pins" in f.message) is not sure
 
 
+@pytest.mark.parametrize("body, sure", [
+    ("def place(x, devices: Sequence[jax.xla.Device]):\n", False),        # jax.xla: removed in 0.4.14
+    ("def place(x, devices):\n    g = jax.tree_multimap(lambda a: a, x)\n", False),  # removed in 0.3.16
+    ("def place(x, devices: Sequence[jax.Device]):\n", True),             # today's name: no hint
+])
+def test_code_that_uses_names_jax_removed_long_ago_gets_the_upgrade_note(tmp_path: Path, body, sure):
+    """JM204's claim (raises on jax 0.10) is read against the JAX the code was written for: one that
+    uses `jax.xla.Device` (removed in jax 0.4.14) runs where `device_put_sharded` still works."""
+    (tmp_path / "misc.py").write_text(
+        "from typing import Sequence\n\nimport jax\n\n\n" + body + "    return jax.device_put_sharded(x, devices)\n")
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    (f,) = [f for f in result.findings + result.possible if f.code == "JM204"]
+    assert (f.confidence == "sure") is sure
+    assert ("works on the JAX this code was written for" in f.message) is not sure
+
+
 @pytest.mark.parametrize("files, cpu, sure", [
     ({}, True, True),                                                  # nothing declared: jax today
     ({"requirements.txt": "jax==0.4.9\njaxlib==0.4.9\n"}, True, False),  # synchronous on the CPU then

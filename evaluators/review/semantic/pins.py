@@ -72,3 +72,36 @@ def jax_below(path: str, version: tuple[int, ...]) -> bool:
         return False
     bound, inclusive = found
     return bound < version if inclusive else bound <= version
+
+
+# Names JAX removed, and the release that removed them (its changelog; each absent on jax 0.10.2):
+# code that uses one was written for a JAX before that release, whatever its requirements say.
+REMOVED_IN = {
+    "jax.xla": (0, 4, 14), "jax.pxla": (0, 4, 14), "jax.partial_eval": (0, 4, 14),
+    "jax.interpreters.pxla.ShardedDeviceArray": (0, 4, 14),
+    "jax.tree_multimap": (0, 3, 16), "jax.tree_util.tree_multimap": (0, 3, 16),
+    "jax.experimental.optimizers": (0, 3, 16), "jax.experimental.stax": (0, 3, 16),
+    "jax.ops.index_update": (0, 3, 2), "jax.ops.index_add": (0, 3, 2),
+}
+_REMOVED_WORDS = ("xla", "pxla", "partial_eval", "ShardedDeviceArray", "tree_multimap", "optimizers", "stax",
+                  "index_update", "index_add")
+
+
+def written_for(a) -> tuple[str, tuple[int, ...]] | None:
+    """The earliest-removed JAX name the module (`a`, its model) uses, and the release that removed
+    it (`jax.xla.Device` annotations: code for a JAX before 0.4.14). None when it uses none."""
+    if "written_for" not in a.memo:
+        found = None
+        if any(w in line for line in a.lines for w in _REMOVED_WORDS):
+            import ast
+
+            for n in ast.walk(a.tree):
+                if not isinstance(n, (ast.Name, ast.Attribute)):
+                    continue
+                q = a.qualname(n)
+                hit = next((name for name in REMOVED_IN if q is not None and (q == name or q.startswith(name + "."))),
+                           None)
+                if hit is not None and (found is None or REMOVED_IN[hit] < REMOVED_IN[found]):
+                    found = hit
+        a.memo["written_for"] = (found, REMOVED_IN[found]) if found is not None else None
+    return a.memo["written_for"]
