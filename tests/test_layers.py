@@ -160,3 +160,14 @@ def test_boundaries(mod: str):
 def test_there_is_something_to_check():
     assert len(GRAPH) > 80
     assert any(GRAPH.values())
+
+
+REVIEWER_MODULE_LINES = 400  # issue 22: small modules, one concern each; split a module, never raise this
+
+
+def test_no_reviewer_module_is_over_the_line_limit():
+    """The reviewer keeps to small modules (issue 22: no module over 400 lines): a concern that grows
+    past it moves to a module of its own (semantic/parts.py, semantic/shapes.py)."""
+    long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / "evaluators" / "review").rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > REVIEWER_MODULE_LINES}
+    assert not long, f"split these modules (over {REVIEWER_MODULE_LINES} lines): {long}"

@@ -38,7 +38,7 @@ from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import describe
 from jaxmem.evaluators.review.semantic.loops import not_per_step, periodic
 from jaxmem.evaluators.review.semantic.roles import per_step_read
-from jaxmem.evaluators.review.semantic.syncs import sized_by_values
+from jaxmem.evaluators.review.semantic.shapes import sized_by_values
 
 # A benchmark named for one of these measures the operation itself.
 _WORDS = ("unique", "nonzero", "argwhere", "mask")

@@ -12,6 +12,7 @@ from jaxmem.evaluators.review.semantic.callables import CallablesMixin
 from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.kinds import KindsMixin
 from jaxmem.evaluators.review.semantic.names import _END, ARRAY_TYPES, CANONICAL, JIT_NAMES, REPLICATION, TREE_MAPS, pos
+from jaxmem.evaluators.review.semantic.parts import PartsMixin
 from jaxmem.evaluators.review.semantic.scopes import Binding, ClassInfo, Scope
 
 _UNSET = object()
@@ -21,7 +22,7 @@ PYTREE_PRESERVING = REPLICATION | {"jax.device_put", "jax.device_put_replicated"
                                    "jax.device_get"}
 
 
-class Analysis(CallablesMixin, KindsMixin):
+class Analysis(CallablesMixin, KindsMixin, PartsMixin):
     """Module facts; built by `build(tree)` in one recursive pass plus a resolution pass."""
 
     def __init__(self, tree: ast.Module, lines: list[str]):
