@@ -119,7 +119,7 @@ def synchronous_cpu(ctx: Ctx) -> bool:
 
 
 def _async_dispatch_off(ctx: Ctx) -> bool:
-    if "cpu_enable_async_dispatch" not in "".join(ctx.analysis.lines):
+    if not any("cpu_enable_async_dispatch" in line for line in ctx.analysis.lines):
         return False
     return any(isinstance(n, ast.Call) and ctx.qualname(n.func) == "jax.config.update" and len(n.args) == 2
                and const_str(n.args[0]) == "jax_cpu_enable_async_dispatch"

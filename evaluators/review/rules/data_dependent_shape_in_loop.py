@@ -58,7 +58,7 @@ class DataDependentShapeInLoop(Rule):
     earns_sure = True  # possible until unseen readings judge it
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
-        if not (ctx.host_loop or ctx.per_step_body) or ctx.scope.traced:
+        if not (ctx.host_loop or ctx.per_step_body):  # (both outside traced code)
             return
         value = sized_by_values(ctx, node)
         if value is None or periodic(ctx) or not_per_step(ctx, _WORDS):

@@ -50,10 +50,9 @@ class RemovedDevicePutSharded(Rule):
         q = ctx.qualname(node.func)
         if q not in REMOVED:
             return
-        old = written_for(ctx.analysis)
         if jax_below(ctx.path, (0, 9)):
             ctx.report(self, node, message=self.pinned_message, func=q, sure=False)
-        elif old is not None:
+        elif (old := written_for(ctx.analysis)) is not None:
             # `jax.xla.Device` annotations beside it: code for a JAX long before 0.8.1, where the
             # call works (12zzzzzw's judges). An upgrade note, as under a pin.
             ctx.report(self, node, message=self.written_message, func=q, used=old[0],

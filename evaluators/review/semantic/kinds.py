@@ -37,8 +37,10 @@ from jaxmem.evaluators.review.semantic.names import (
     RETURNS_ARRAYS,
     SCALAR_BUILTINS,
     defers_to_array,
+    elementwise_compare,
     keyword,
     numpy_returning,
+    object_literal,
     pos,
 )
 from jaxmem.evaluators.review.semantic.scopes import Binding, Scope, callee_key
@@ -183,11 +185,8 @@ class KindsMixin:
         the device when either side is a device array and the other one an array or a number. `is`,
         `in`, a chain (`a < b < c` reads the first result as a Python bool) or a string or dict
         operand (`mode == "train"`, compared as Python objects) give no array."""
-        if len(expr.ops) != 1 or isinstance(expr.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
-            return None
         operands = (expr.left, expr.comparators[0])
-        if any(isinstance(v, ast.Dict) or (isinstance(v, ast.Constant) and isinstance(v.value, (str, bytes)))
-               for v in operands):
+        if not elementwise_compare(expr) or any(object_literal(v) for v in operands):
             return None
         # NumPy arrays and Python numbers defer to JAX's operator; another object (a pandas column,
         # a value of unknown kind) may answer with its own.

@@ -258,6 +258,20 @@ def keyword(call: ast.Call, name: str) -> ast.AST | None:
     return None
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 TRY_TYPES = tuple(t for t in (ast.Try, getattr(ast, "TryStar", None)) if t is not None)  # TryStar: 3.11+
+# Comparisons Python answers itself, whatever the operands: identity and membership.
+IDENTITY_OPS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+
+
+def elementwise_compare(expr: ast.Compare) -> bool:
+    """One comparison an array answers element by element (`g == g`, `loss < 0.5`): not `is` or `in`,
+    not a chain (`a < b < c` reads the first result as a Python bool)."""
+    return len(expr.ops) == 1 and not isinstance(expr.ops[0], IDENTITY_OPS)
+
+
+def object_literal(expr: ast.AST) -> bool:
+    """A dict or string literal: compared with it (`stats != {}`, `mode == "train"`), Python compares
+    the objects, and no array operand is read."""
+    return isinstance(expr, ast.Dict) or (isinstance(expr, ast.Constant) and isinstance(expr.value, (str, bytes)))
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 

@@ -8,6 +8,7 @@ folder that holds `.git` or at most six levels; the first folder with a JAX requ
 """
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import re
@@ -93,8 +94,6 @@ def written_for(a) -> tuple[str, tuple[int, ...]] | None:
     if "written_for" not in a.memo:
         found = None
         if any(w in line for line in a.lines for w in _REMOVED_WORDS):
-            import ast
-
             for n in ast.walk(a.tree):
                 if not isinstance(n, (ast.Name, ast.Attribute)):
                     continue

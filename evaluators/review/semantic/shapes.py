@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review.semantic.names import elementwise_compare
+
 # Operations whose result's size depends on the values of their operand (without `size=`): outside
 # jit, JAX reads the operand on the host to size the result (setops: concrete_or_error on the
 # mask; nonzero: concrete_dim_or_error of its count; measured, claims/jm107_data_dependent_shapes.py).
@@ -42,7 +44,7 @@ def sized_by_values(ctx, node: ast.AST) -> ast.AST | None:
 def _boolean_mask(expr: ast.AST) -> bool:
     """An index that is a comparison, or comparisons combined with `&`, `|`, `^`, `~`: boolean."""
     if isinstance(expr, ast.Compare):
-        return len(expr.ops) == 1 and not isinstance(expr.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+        return elementwise_compare(expr)
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
         return _boolean_mask(expr.left) and _boolean_mask(expr.right)
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Invert):

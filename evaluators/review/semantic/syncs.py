@@ -11,7 +11,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.hostreads import host_conversion
-from jaxmem.evaluators.review.semantic.names import defers_to_array
+from jaxmem.evaluators.review.semantic.names import IDENTITY_OPS, defers_to_array, object_literal
 from jaxmem.evaluators.review.semantic.shapes import sized_by_values
 from jaxmem.evaluators.review.semantic.walk import Walk
 
@@ -45,11 +45,10 @@ def reads_condition(ctx: Walk, test: ast.AST) -> bool:
 
 def compares_array(ctx: Walk, test: ast.Compare) -> bool:
     """A comparison whose truth Python reads from a device array (`loss < best`)."""
-    if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
+    if any(isinstance(op, IDENTITY_OPS) for op in test.ops):
         return False
     operands = [test.left, *test.comparators]
-    if any(isinstance(v, ast.Dict) or (isinstance(v, ast.Constant) and isinstance(v.value, (str, bytes)))
-           for v in operands):
+    if any(object_literal(v) for v in operands):
         # `new_batch_stats != {}`, `mode == "train"`: a dict or a string is no array operand;
         # Python compares the containers (or falls back to identity), no device value is read.
         return False
