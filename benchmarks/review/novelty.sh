@@ -34,7 +34,9 @@ trap 'rm -f "$read_list"' EXIT
 for c in "$@"; do
   lc=$(echo "$c" | tr 'A-Z' 'a-z'); owner=${lc%%/*}; name=${lc#*/}
   if grep -qxF "$lc" "$read_list"; then echo "READ-REPO $c"; continue; fi
-  if cut -d/ -f2 "$read_list" | grep -qxF "$name"; then
+  # Not `grep -q` at the end of a pipe: it exits at the first match, `cut` then dies of SIGPIPE,
+  # and under pipefail the test reads as "no match" (a copy reported NEW now and then).
+  if cut -d/ -f2 "$read_list" | grep -xF "$name" > /dev/null; then
     echo "SAME-NAME-AS-A-READ-REPO $c: $(grep "/$name\$" "$read_list" | head -3 | tr '\n' ' ')"; continue
   fi
   mentioned=$(git -C "$root" grep -ilF "$lc" -- . ':!benchmarks/review/unseen-*/README.md' \
