@@ -49,6 +49,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # From the twenty-seventh stop (before 12zzzzzv.. ran): `host-sync-per-step` and `host-roundtrip`
 # also count the new JM107 (`jnp.unique(codes)` without `size=` every step reads the values on the
 # host to size its result: a host sync, which is what the builders' kinds state).
+# From the twenty-eighth stop (before 12zzzzzza.. ran): `python-loop-not-scan` also counts the new
+# JM507 (a Python loop that only advances carried state through a jitted step, the builders' case of
+# "lax.scan would run it as one program").
 LEGACY_KIND_CODES = {
     "python-loop-not-scan": {"JM503", "JM504"}, "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"},
 }
@@ -57,7 +60,7 @@ KIND_CODES = {
     "timing-no-block": {"JM701", "JM704"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
     "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM308", "JM309", "JM014"},
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803", "JM505"},
-    "python-loop-not-scan": {"JM503", "JM504", "JM304", "JM305", "JM307", "JM501", "JM505"},
+    "python-loop-not-scan": {"JM503", "JM504", "JM304", "JM305", "JM307", "JM501", "JM505", "JM507"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013", "JM101", "JM104", "JM107"}, "captured-constant": {"JM302", "JM306"},
     "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505", "JM506"},
 }

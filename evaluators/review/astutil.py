@@ -71,6 +71,16 @@ def mark_displayed(stmt: ast.AST) -> None:
     stmt.__dict__["_jm_displayed"] = True
 
 
+def cell_of(stmt: ast.AST) -> int | None:
+    """The notebook cell a top-level statement was written in (notebook.mark_displayed marks
+    them); None outside notebooks. Cells run when the user runs them, not back to back."""
+    return stmt.__dict__.get("_jm_cell")
+
+
+def mark_cell(stmt: ast.AST, cell: int) -> None:
+    stmt.__dict__["_jm_cell"] = cell
+
+
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 

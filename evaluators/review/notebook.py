@@ -44,7 +44,8 @@ class NotebookSource:
 
 
 def mark_displayed(nb: NotebookSource) -> None:
-    """Jupyter shows the value of a cell whose last statement is an expression not ended by `;`:
+    """Each top-level statement is marked with its cell (astutil.cell_of). Jupyter shows the value
+    of a cell whose last statement is an expression not ended by `;`:
     that statement's result is displayed, not thrown away (astutil.displayed). Only notebooks:
     the same line in a script run by `python` is discarded."""
     if nb.tree is None:
@@ -52,6 +53,7 @@ def mark_displayed(nb: NotebookSource) -> None:
     last: dict[int, ast.stmt] = {}
     for stmt in nb.tree.body:
         last[nb.locate(stmt.lineno)[0]] = stmt
+        astutil.mark_cell(stmt, nb.locate(stmt.lineno)[0])
     for stmt in last.values():
         if not isinstance(stmt, ast.Expr):
             continue

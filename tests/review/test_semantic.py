@@ -1672,3 +1672,62 @@ def test_what_an_out_of_sight_training_step_returns_beside_the_state_is_a_guesse
     assert kind(src, 9, "loss") == "jax" and kind(src, 9, "loss", strict=True) is None
     assert kind(src, 9, "reward") is None
     assert kind(src, 9, "loss0") is None
+
+
+def test_an_epoch_loop_of_a_step_from_another_file_is_a_step_loop(tmp_path):
+    """`for epoch in range(n)` that calls a jitted train step imported from another file of the
+    tree once per iteration takes one step per "epoch" (full-batch training): its `loss.item()`
+    is a per-step read, as when the step is defined in the same file (the shape of
+    unseen-2026-12zzzzzu's FBSDE trainer). A step that scans over the batches stays an epoch."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        from functools import partial
+        import jax, optax
+
+        @partial(jax.jit, static_argnums=(3,))
+        def train_step(params, opt_state, batch, optimizer):
+            loss, grads = jax.value_and_grad(lambda p: (p * batch).sum())(params)
+            updates, opt_state = optimizer.update(grads, opt_state)
+            return optax.apply_updates(params, updates), opt_state, loss
+
+        @jax.jit
+        def train_epoch(params, batches):
+            def body(p, b):
+                loss, g = jax.value_and_grad(lambda p: (p * b).sum())(p)
+                return p - 0.1 * g, loss
+            return jax.lax.scan(body, params, batches)
+    """))
+    (tmp_path / "main.py").write_text(textwrap.dedent("""
+        import jax
+        from train import train_epoch, train_step
+
+        def main(params, opt_state, n, key, optimizer, batches):
+            history = []
+            for epoch in range(n):
+                key, k = jax.random.split(key)
+                params, opt_state, loss = train_step(params, opt_state, jax.random.normal(k, (3,)), optimizer)
+                history.append(loss.item())
+            for epoch in range(n):
+                params, losses = train_epoch(params, batches)
+                history.append(losses.mean().item())
+            return history
+    """))
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line, f.confidence) for f in result.findings] == [("main.py", 10, "sure")]
+
+
+def test_a_call_of_a_lambda_bound_to_a_name_has_the_kind_of_its_body():
+    """`unreplicate = lambda tree: jax.tree.map(lambda x: x[0], tree)` then `loss =
+    unreplicate(loss)`: the body's kind, a device array (strict proves nothing through the
+    lambda's unknown parameters)."""
+    src = """
+    import jax, jax.numpy as jnp
+    def f(p):
+        unrep = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)
+        to_host = lambda x: float(x)
+        loss = unrep(jnp.ones(3))
+        return loss, to_host(loss)
+    """
+    assert kind(src, 6, "unrep(jnp.ones(3))") == "jax"
+    assert kind(src, 7, "to_host(loss)") == "scalar"
+    assert kind(src, 6, "unrep(jnp.ones(3))", strict=True) is None

@@ -3,6 +3,7 @@ environment-variable writes, timers. What code means (kinds, loops, syncs) is th
 from __future__ import annotations
 
 import ast
+import re
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx
@@ -144,3 +145,36 @@ def forces_cpu(ctx: Ctx) -> bool:
                 break
         memo["forces_cpu"] = found
     return memo["forces_cpu"]
+
+
+# A label naming the compiling warm-up ("Time to jit", "warm-up"), not "jitted step" (the compiled run).
+_JIT_WORD = re.compile(r"(?<![A-Za-z])(jit|jitting|warm[- _]?up)(?![A-Za-z])", re.IGNORECASE)
+
+
+def names_compilation(stmt: ast.stmt) -> bool:
+    """`compile_time = time.time() - tic`, `timings["compilation"] = ...`, `first_call_time = ...`,
+    or a printed label that says so (after the region, or just before it starts): the region is
+    meant to time the compiling first call, which returns only after tracing and compilation."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+        stmt, (ast.AnnAssign, ast.AugAssign)) else []
+    words = [n.id for t in targets for n in astutil.walk(t) if isinstance(n, ast.Name)]
+    words += [n.value for t in targets for n in astutil.walk(t) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    # `print("compile time:", time.time() - s)`: the label the script prints names what it times.
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        words += [n.value for n in astutil.walk(stmt.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    # `first_call_time = time.time() - start`, `print("First call (includes JIT compilation)")`:
+    # the first call is what it means to time.
+    # `print(f"Time to jit: {time.time() - st}")`, "warm-up took": the label names the compiling
+    # warm-up (not "jitted step", which is the compiled program's run).
+    return any("compil" in w.lower() or "first" in w.lower() or _JIT_WORD.search(w) for w in words)
+
+
+
+def plain_label(stmt: ast.stmt) -> bool:
+    """`print("Compiling...")` just before a timer starts labels the region; a print that reports
+    a value (`print(f"Compile time: {compile_time}")`, the previous region's result) does not."""
+    if not isinstance(stmt, ast.Expr):
+        return False
+    call = stmt.value
+    parts = [*call.args, *(k.value for k in call.keywords)] if isinstance(call, ast.Call) else [call]
+    return not any(isinstance(n, (ast.FormattedValue, ast.Name)) for p in parts for n in astutil.walk(p))

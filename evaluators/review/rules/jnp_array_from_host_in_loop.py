@@ -106,15 +106,34 @@ def _changes_per_iteration(arg: ast.AST, loop: ast.AST, ctx: Ctx) -> bool:
 def _walks_host_collection(loop: ast.AST, arg: ast.AST, ctx: Ctx) -> bool:
     """`for row in rows: jnp.asarray(row)` where `rows` is a NumPy array or a list already in host
     memory: the whole collection could cross in one transfer instead of one per element."""
-    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+    if isinstance(loop, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        # `jnp.stack([jnp.array(data[i:i + n]) for i in ix])`: one upload per row of a batch that is
+        # joined on the device at once; not a sweep that calls something on each value.
+        if not _joined_on_device(loop, ctx):
+            return False
+        targets = {n.id for g in loop.generators for n in astutil.walk(g.target) if isinstance(n, ast.Name)}
+        it = loop.generators[0].iter
+    elif isinstance(loop, (ast.For, ast.AsyncFor)):
+        targets, it = loop_targets(loop), loop.iter
+    else:
         return False
-    targets = loop_targets(loop)
     if not any(isinstance(n, ast.Name) and n.id in targets for n in astutil.walk(arg)):
         return False
-    it = loop.iter
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip") and it.args:
         it = it.args[0]
     return ctx.kind(it) in ("np", "hostlist") or isinstance(it, (ast.List, ast.ListComp))
+
+
+_JOINS = frozenset({"jax.numpy.stack", "jax.numpy.array", "jax.numpy.asarray", "jax.numpy.concatenate",
+                    "jax.numpy.vstack", "jax.numpy.hstack"})
+
+
+def _joined_on_device(comp: ast.AST, ctx: Ctx) -> bool:
+    """The comprehension is the argument of `jnp.stack(...)` (or `concatenate`, `array`)."""
+    stack = ctx.stack
+    i = next((j for j in range(len(stack) - 1, -1, -1) if stack[j] is comp), None)
+    parent = stack[i - 1] if i else None
+    return isinstance(parent, ast.Call) and ctx.qualname(parent.func) in _JOINS and comp in parent.args
 
 
 def _feeds_batches(ctx: Ctx) -> bool:

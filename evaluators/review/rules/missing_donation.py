@@ -42,7 +42,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops, sizes
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
-from jaxmem.evaluators.review.semantic.names import named_trained
+from jaxmem.evaluators.review.semantic.names import NO_DONATION, named_trained
 from jaxmem.evaluators.review.semantic.roles import call_role, replaced_state_calls
 from jaxmem.evaluators.review.semantic.training import training_call
 from jaxmem.evaluators.review.semantic.walk import At
@@ -80,7 +80,7 @@ class MissingDonation(Rule):
         short = loops.small_loop(loop, ctx.analysis, ctx.scope)
         for call, replaced in replaced_state_calls(ctx.analysis, loop, ctx.scope):
             info = ctx.jit_info(call.func)
-            if info is None or not info.donation_known or _guarded(call, loop, ctx):
+            if info is None or not info.donation_known or info.maker in NO_DONATION or _guarded(call, loop, ctx):
                 continue  # `if step % 1000 == 0: avg = refresh(avg)`: the extra copy lives every N-th step
             found = self._undonated(call, info, replaced)
             if not found:

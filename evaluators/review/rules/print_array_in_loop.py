@@ -70,7 +70,7 @@ class PrintArrayInLoop(Rule):
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body):
             return
-        message, sink = self.message, None
+        message, sink, guessed = self.message, None, False
         if isinstance(node, ast.JoinedStr):
             values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
         elif _str_format(node):
@@ -82,6 +82,12 @@ class PrintArrayInLoop(Rule):
             values = [v for a in [*node.args, *(kw.value for kw in node.keywords)] if isinstance(a, ast.Dict)
                       for v in a.values]
             message = self.sink_message
+        elif _unseen_metric_log(node, ctx):
+            # `run.log({"loss": loss})` on an object the reviewer cannot trace (`run = cfg["run"]`,
+            # made by `wandb.init` in another function): a metrics logger's dict of values, as
+            # wandb's, comet's and aim's are; a guess, so possible.
+            values = [v for a in node.args if isinstance(a, ast.Dict) for v in a.values]
+            message, sink, guessed = self.sink_message, f"{describe(node.func.value)}.{node.func.attr}", True
         elif (isinstance(node.func, ast.Attribute) and node.func.attr in TENSORBOARDX_VALUES
               and ctx.analysis.made_by(node.func.value, ctx.scope, ("tensorboardX.",))):
             # `writer.add_scalar("loss", loss, step)` on a tensorboardX SummaryWriter
@@ -103,7 +109,7 @@ class PrintArrayInLoop(Rule):
                     how = per_step_read(ctx, [value])
                     if how is not None:
                         ctx.report(self, node, message=message, what=describe(value), sink=sink,
-                                   sure=how == "sure")
+                                   sure=how == "sure" and not guessed)
                 return
 
     @staticmethod
@@ -116,6 +122,18 @@ class PrintArrayInLoop(Rule):
         # `logger.info(...)`, `log.info(...)`: conventional names for a logging.Logger
         base = func.value
         return isinstance(base, ast.Name) and ("log" in base.id.lower())
+
+
+# A metrics logger's method taking a dict of values: wandb's `Run.log`, comet's `log_metrics`.
+METRIC_LOG_METHODS = frozenset({"log", "log_metrics"})
+
+
+def _unseen_metric_log(node: ast.Call, ctx: Ctx) -> bool:
+    """`<receiver>.log({...})` whose receiver the model cannot name (not a module, not an
+    import): handed a dict literal, it is a metrics logger's call."""
+    func = node.func
+    return (isinstance(func, ast.Attribute) and func.attr in METRIC_LOG_METHODS and ctx.qualname(func) is None
+            and any(isinstance(a, ast.Dict) for a in node.args))
 
 
 def _str_format(node: ast.AST) -> bool:

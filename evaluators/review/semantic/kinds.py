@@ -306,6 +306,10 @@ class KindsMixin:
             fn = self.resolve_def(func, scope)
             if isinstance(fn, _FUNCS):
                 return self.return_kind(fn, strict)
+            if isinstance(fn, ast.Lambda) and fn is not func:
+                # `unreplicate = lambda tree: jax.tree.map(lambda x: x[0], tree)`: what its body gives
+                # (its parameters unknown, so strict proves little through it).
+                return self.kind(fn.body, self.scopes.get(fn, scope), strict)
             # `forward = jax.vmap(self.forward_pass)` ... `forward(params, x)`: the name holds a
             # transformed function, whose calls give arrays as the inline form does.
             b = self.resolve(func.id, scope, pos(func))

@@ -26,7 +26,7 @@ from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, record_fields_loop, trip_count
 from jaxmem.evaluators.review.semantic.stops import stopped_elsewhere
 from jaxmem.evaluators.review.semantic.syncs import SYNC_METHODS, waited_before, waits_every_iteration
-from jaxmem.evaluators.review.semantic.training import callee, one_step_def, takes_gradients, trains
+from jaxmem.evaluators.review.semantic.training import callee, steps_once, takes_gradients
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 _BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")
@@ -71,12 +71,13 @@ def _full_batch(ctx: Walk, loop: ast.AST) -> bool:
 def _one_step(ctx: Walk, call: ast.Call) -> bool:
     if takes_gradients(call, ctx, directly=True):
         return True
-    fn = one_step_def(callee(call, ctx)[1], ctx.analysis)
-    if fn is None or "epoch" in fn.name.lower():
-        return False  # a function that loops over the batches, or is named for a pass over them
-    if any(ctx.analysis.qualname(c.func) in EAGER_LOOPS for c in calls_in(fn.body)):
-        return False  # `lax.scan` over the batches inside: one call is an epoch of steps
-    return trains(fn, ctx)
+    fn = callee(call, ctx)[1]
+    if fn not in ctx.analysis.scopes and ctx.analysis.project is not None:
+        # `from train import train_step`: the step is defined in another file of the tree (its
+        # def may be at hand through the jitted callable's facts, but its scopes are not).
+        facts = ctx.analysis.project.function(ctx.analysis.qualname(call.func) or "")
+        return facts is not None and facts.one_step
+    return steps_once(fn, ctx)
 
 
 def _named_for_epochs(loop: ast.AST) -> bool:

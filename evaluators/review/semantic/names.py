@@ -18,7 +18,14 @@ JIT_NAMES = frozenset({
     # BrainState (brain simulation on JAX): `brainstate.transform.jit` (`brainstate.compile.jit`
     # before 0.2) wraps jax.jit over functions that read and write its State objects.
     "brainstate.transform.jit", "brainstate.compile.jit",
+    # BrainPy 2.x (brainstate's predecessor): `brainpy.math.jit` builds a JITTransform over jax.jit
+    # (brainpy/_src/math/object_transform/jit.py); `cls_jit` does the same for a method.
+    "brainpy.math.jit", "brainpy.math.cls_jit",
 })
+# Makers through which a caller cannot donate as `jax.jit` does: Objax's take no donation argument,
+# and BrainPy's `jit` hands `donate_argnums` to a jax.jit whose first argument it inserted itself
+# (its static_argnums are shifted by one, its donate_argnums are not), so no fix can be written.
+NO_DONATION = frozenset({"objax.Jit", "objax.Parallel", "brainpy.math.jit", "brainpy.math.cls_jit"})
 # Control flow and staging primitives whose function arguments are compiled into one program,
 # called inside or outside jit. Values: the positions of the function arguments.
 COMPILED_BODIES: dict[str, tuple[int, ...]] = {

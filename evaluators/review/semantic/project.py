@@ -12,43 +12,16 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from jaxmem.evaluators.review.semantic import exports
+from jaxmem.evaluators.review.semantic.facts import FunctionFacts
 from jaxmem.evaluators.review.semantic.hostreads import reads_host
-from jaxmem.evaluators.review.semantic.jit import JitInfo
 from jaxmem.evaluators.review.semantic.mentions import CONVERT_WORDS, HOST_READ_WORDS, LOAD_WORDS, mentions
 from jaxmem.evaluators.review.semantic.names import TIMERS
 
 IMPORT_LINES = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import|import\s+([\w.]+))", re.MULTILINE)
 MAX_BYTES = 1_000_000  # what the reviewer reads of a file at most (evaluators/review/config.py)
-
-
-@dataclass(frozen=True)
-class FunctionFacts:
-    """What a caller in another file can rely on about a module-level function or callable."""
-
-    jit: JitInfo | None  # a jitted callable: how it was made (params, donation, static arguments)
-    returns: str | None  # kind of its results (the default reading)
-    returns_strict: str | None  # kind of its results, where every return proves it
-    trains: bool  # takes gradients or applies an optimizer (in its body or one call deep)
-    makes_jit: JitInfo | None = None  # a factory: the jitted callable it returns
-    jit_maker: JitInfo | None = None  # a jit decorator maker: `pmap = functools.partial(jax.pmap, ...)`
-    reads_clock: bool = False  # its body reads the time (a timer helper: `tick`, `tock`)
-    clock_context: bool = False  # a context manager that times its block
-    clock: bool = False  # the name is a clock itself (`timer = time.perf_counter`)
-    network: str | None = None  # a network class (a framework Module subclass): its framework
-    loads: bool = False  # reads arrays from a file (loads.py): its results are data sets or weights
-    grad_decorated: str | None = None  # `@jax.value_and_grad` on it and no jit: calls take gradients eagerly
-    forward: bool = False  # a network class's method that runs its layers (helpers.runs_layers)
-    # Parameters its body turns into host values (`float(loss)`), with how, and its signature
-    # (helpers.signature): a call handing it device arrays reads them on the host (JM101).
-    converts: tuple[tuple[str, str], ...] = ()
-    signature: tuple[tuple[str, ...], str | None] = ((), None)
-    periodic: bool = False  # answers a periodic test (`itstime(step, every_n)`): branches.periodic_predicate
-    parts: tuple[str | None, ...] = ()  # per position of the tuple it returns: kinds.returned_parts
-    host_reads: bool = False  # its body copies device values to the host somewhere (hostreads.py)
 
 
 TREE_WORDS = " jit pmap float( .item("
@@ -307,7 +280,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     from jaxmem.evaluators.review import semantic
     from jaxmem.evaluators.review.semantic import clocks, helpers, loads
     from jaxmem.evaluators.review.semantic.branches import periodic_predicate
-    from jaxmem.evaluators.review.semantic.training import gradient_decorator, trains
+    from jaxmem.evaluators.review.semantic.training import gradient_decorator, steps_once, trains
     from jaxmem.evaluators.review.semantic.walk import At
 
     got = project.source_tree(path)
@@ -372,7 +345,8 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 loads=mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
                 converts=tuple(helpers.converted_params(a, fn).items()) if mentions(lines, fn, CONVERT_WORDS) else (),
                 signature=helpers.signature(fn), periodic=mentions(lines, fn, ("%",)) and periodic_predicate(fn),
-                parts=a.returned_parts(fn), host_reads=mentions(lines, fn, HOST_READ_WORDS) and reads_host(a, fn))
+                parts=a.returned_parts(fn), host_reads=mentions(lines, fn, HOST_READ_WORDS) and reads_host(a, fn),
+                one_step=steps_once(fn, At(a, inner or scope)))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
         elif b.how == "assign" and b.info is not None:

@@ -13,7 +13,6 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
-from jaxmem.evaluators.review.semantic.hostreads import reads_host
 from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, JAX_LIBRARIES, KNOWN_BY_NAME, LOOP_TYPES, dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import (
     FORMAT_BUILTINS,
@@ -25,6 +24,7 @@ from jaxmem.evaluators.review.semantic.syncs import (
     waits,
     writes_into_numpy,
 )
+from jaxmem.evaluators.review.semantic.unseen import handed_device_values, may_wait
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
@@ -139,6 +139,12 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
                 st_runs = True
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             produced.update(x.id for t in targets for x in astutil.walk(t) if isinstance(x, ast.Name))
+        elif not guesses and not st_runs and hasattr(stmt, "body"):
+            # The same producer inside a loop or branch of the region (`for _ in range(n): P =
+            # ps.power_spectrum(k)` on a device `k`): taken to queue work, as at the top level.
+            st_runs = any(isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call)
+                          and opaque(n.value, ctx) and handed_device_values(n.value, ctx)
+                          for n in astutil.walk_running(stmt))
         if checked and st_runs:
             st_waits = True
         # A statement that both runs and waits (`print(float(step(x)))`, a loop that reads its
@@ -331,48 +337,25 @@ def _def_waits(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bool:
                     lambda c: any(waits(c, s) for s in fn.body if not isinstance(s, _DEFS)))
 
 
-def may_wait(call: ast.Call, ctx: Walk) -> bool:
-    """Device values handed to code we cannot see (a checkpoint manager, a metrics writer)
-    may be read there; not flagging is the safe side."""
-    q = ctx.qualname(call.func)
-    if ctx.jit_info(call.func) is not None:
-        return False  # a jitted function
-    if q is not None:
-        # A known library (jax, numpy, time, ...) reads nothing unasked; a function of the reviewed
-        # tree may, where its body copies values to the host (hostreads.py).
-        return _tree_reads_host(q, ctx)
-    if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "add", "update"):
-        return False  # containers keep references; they read nothing
-    fn = ctx.analysis.resolve_def(call.func, ctx.scope)
-    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _def_reads_host(fn, ctx):
-        return True  # `self._run_evaluation()`: a method of this file that reads results on the host
-    return handed_device_values(call, ctx)
-
-
-def _tree_reads_host(q: str, ctx: Walk) -> bool:
-    project = ctx.analysis.project
-    facts = project.function(q) if project is not None else None
-    return facts is not None and facts.host_reads
-
-
-def _def_reads_host(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bool:
-    """A def of this file whose body reads on the host, itself or through a function of the tree
-    it calls (`run_evaluation(...)` in another file): one level."""
-    memo = ctx.memo.setdefault("def_reads_host", {})
-    if fn not in memo:
-        a = ctx.analysis
-        memo[fn] = reads_host(a, fn) or any(
-            (q := a.qualname(c.func)) is not None and _tree_reads_host(q, ctx)
-            for c in astutil.walk(fn) if isinstance(c, ast.Call))
-    return memo[fn]
-
-
-def handed_device_values(call: ast.Call, ctx: Walk) -> bool:
-    """A positional or keyword argument of `call` is (or is guessed to be) a device array."""
-    return any(ctx.kind(a) == "jax" for a in [*call.args, *(k.value for k in call.keywords)])
-
-
 def prints_only_time(call: ast.Call, ctx: Walk) -> bool:
     """`print(time.perf_counter() - t0)` is where the timing ends, not a wait on JAX."""
     return isinstance(call.func, ast.Name) and call.func.id == "print" and not any(
         ctx.kind(a) == "jax" for a in call.args)
+
+
+def queued_before(body: list[ast.stmt], start: int, ctx: Walk) -> tuple[int, list[str]] | None:
+    """The statement before `body[start]` (a timer's start) whose compiled work is still running
+    when the clock is read, with the jitted functions it calls: the last one that dispatches a
+    jitted call, when nothing after it up to the start waits (a warm-up whose result is dropped,
+    `f(x)` and then `t0 = time()`). None when there is none, or its wait is in doubt (read with
+    the cautious guesses)."""
+    for k in range(start - 1, -1, -1):
+        stmt = body[k]
+        if astutil.cell_of(stmt) != astutil.cell_of(body[start]):
+            return None  # an earlier notebook cell: run by hand, its work is most likely done
+        if isinstance(stmt, _DEFS) or not proven_work([stmt], ctx) or any(
+                isinstance(n, (ast.Return, ast.Raise)) for n in astutil.walk_running(stmt)):
+            continue  # (`if not timing: return f(x)`: that call never reaches the timer)
+        runs, waited, _jitted, _settled = scan(body[k:start], ctx)
+        return (k, scan([stmt], ctx)[2]) if runs and not waited else None
+    return None

@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.helpers import own_nodes
-from jaxmem.evaluators.review.semantic.names import GRADIENT_TRANSFORMS, last_name, named_for_training, pos
+from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, GRADIENT_TRANSFORMS, last_name, named_for_training, pos
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 GRADIENT_CALLS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad",
@@ -72,6 +73,19 @@ def one_step_def(fn, analysis):
     """`fn` when it is a def of this module with no loop of its own (one step per call), else None."""
     scope = analysis.scopes.get(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
     return fn if scope is not None and not scope.has_loops else None
+
+
+def steps_once(fn, ctx: Walk) -> bool:
+    """A def that takes one training step per call: it trains, has no loop of its own, runs no
+    compiled loop (`lax.scan` over the batches makes one call an epoch of steps) and is not named
+    for a pass over the data (`train_epoch`). Asked of a local def, and of a def in another file
+    of the tree (its facts carry the answer: semantic/project.py)."""
+    fn = one_step_def(fn, ctx.analysis)
+    if fn is None or "epoch" in fn.name.lower():
+        return False
+    if any(ctx.analysis.qualname(c.func) in EAGER_LOOPS for c in helpers.calls_in(fn.body)):
+        return False
+    return trains(fn, ctx)
 
 
 def _gradient_call(call: ast.Call) -> bool:
