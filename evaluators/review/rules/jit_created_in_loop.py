@@ -54,6 +54,7 @@ import re
 from jaxmem.evaluators.review import astutil, semantic
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.callers import called_in_loop, method_called_in_loop
 from jaxmem.evaluators.review.semantic.eager import runs_eagerly
 from jaxmem.evaluators.review.semantic.loops import loop_bound
 from jaxmem.evaluators.review.semantic.names import (
@@ -62,9 +63,10 @@ from jaxmem.evaluators.review.semantic.names import (
     EAGER_TRACED,
     TRACING_NAMES,
     end_pos,
+    last_name,
     pos,
 )
-from jaxmem.evaluators.review.semantic.roles import role
+from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
 # Names that say how often a function runs, whoever calls it (the caller may be in a file the review
@@ -124,6 +126,8 @@ class JitCreatedInLoop(Rule):
                 what = self._fresh(wrapped, ctx)
                 if what:
                     ctx.report(self, node, maker=_short(info.maker), what=what)
+                elif (what := self._factory_result(wrapped, ctx)) is not None:
+                    ctx.report(self, node, maker=_short(info.maker), what=what, sure=False)
             elif self._rebuilt_per_call(node, ctx):
                 # A function that wraps a fresh callable and uses it there: every call of that
                 # function compiles again. Sure when a host loop calls the function on every step.
@@ -223,8 +227,8 @@ class JitCreatedInLoop(Rule):
         # A function with loops of its own is a driver: it builds once and runs the steps, unless
         # a loop calls the driver itself (an evaluator's method, or an `evaluate_model(state,
         # val_iter)` run at every epoch, whose closure over the state is compiled anew each time).
-        if scope.has_loops and not (_method_called_in_loop(fn, scope, ctx)
-                                    or _called_in_loop(fn, ctx, roles=("train", "step", "epoch"))
+        if scope.has_loops and not (method_called_in_loop(fn, scope, ctx)
+                                    or called_in_loop(fn, ctx, roles=("train", "step", "epoch"))
                                     or _PER_EPOCH.search(fn.name)):
             return False
         if name is not None:
@@ -234,7 +238,7 @@ class JitCreatedInLoop(Rule):
                 return False  # unused here, or a factory: the caller keeps what it returns
         if ctx.per_step_body:
             return True
-        return (scope.cls is not None and not fn.name.startswith("__") or _called_in_loop(fn, ctx)
+        return (scope.cls is not None and not fn.name.startswith("__") or called_in_loop(fn, ctx)
                 or bool(_PER_EPOCH.search(fn.name) or _PER_STEP.search(fn.name)))
 
     @staticmethod
@@ -298,6 +302,31 @@ class JitCreatedInLoop(Rule):
         return None
 
     @staticmethod
+    def _factory_result(wrapped: ast.AST | None, ctx: Ctx) -> str | None:
+        """`jax.jit(cfd.funcutils.trajectory(step_fn, n))`: what a factory returns, made by the call
+        in the loop, is a new function each time (a closure) unless the factory caches it, which
+        the source may not show: a guess. Not a builtin (`getattr` returns what is stored), not a
+        library of array functions, not a local def that returns a function defined once."""
+        if not isinstance(wrapped, ast.Call) or builtin_name(ctx, wrapped.func) is not None:
+            return None
+        if last_name(wrapped.func)[:1].isupper():
+            return None  # a callable object (`ConjugateMLL(...)`): equal instances may share the cache
+        bound = loop_bound(ctx, ctx.loops[-1]) if ctx.loops else frozenset()
+        if any(isinstance(n, ast.Name) and n.id in bound for a in [*wrapped.args, *(k.value for k in wrapped.keywords)]
+               for n in astutil.walk(a)):
+            return None  # `make_train(cfg)` per configuration: each one compiles anyway
+        q = ctx.analysis.qualname(wrapped.func)
+        if q is not None and q.startswith(("jax.", "numpy.", "functools.", "operator.")):
+            return None
+        fn = ctx.analysis.resolve_def(wrapped.func, ctx.scope)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and not any(
+                isinstance(r.value, ast.Lambda) or (isinstance(r.value, ast.Name) and (d := ctx.analysis.returned_def(fn))
+                                                    is not None and pos(fn) < pos(d) <= end_pos(fn))
+                for r in astutil.own_returns(fn) if r.value is not None):
+            return None  # a local factory that hands back a function defined once (or no function)
+        return f"the function `{ast.unparse(wrapped.func)}(...)` returns"
+
+    @staticmethod
     def _options_change(node: ast.Call, ctx: Ctx) -> bool:
         """A jit option (`out_shardings`, `static_argnums`, ...) takes a value bound in the loop:
         every iteration asks for a differently compiled program, whatever function it wraps."""
@@ -353,44 +382,3 @@ def _short(maker: str) -> str:
 
 
 RULE = JitCreatedInLoop()
-
-
-def _called_in_loop(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx, roles: tuple[str, ...] = ()) -> bool:
-    """A host loop of this module calls the function by its name; with `roles`, a loop that
-    trains, steps state or runs epochs (not a sweep over configurations, which each compile
-    anyway, nor a benchmark's loop over variants)."""
-    return any(isinstance(c.func, ast.Name) and c.func.id == fn.name
-               and (not roles or role(ctx.analysis, loop, s).role in roles)
-               for c, loop, s, _g in ctx.analysis.loop_calls)
-
-
-def _method_called_in_loop(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope, ctx: Ctx) -> bool:
-    """A method of this module's class called in a loop of this module on a receiver known to be an
-    instance of that class: `self.evaluator.unroll(cfg)` where the class declares `evaluator:
-    StandardEvaluator` or sets it from `StandardEvaluator(...)`, or `ev.unroll(cfg)` for `ev` made so."""
-    a = ctx.analysis
-    cls = a.enclosing_class(scope)
-    if cls is None or cls.methods.get(fn.name) is not fn:
-        return False
-    for call, _loop, s, _guarded in a.loop_calls:
-        func = call.func
-        if not (isinstance(func, ast.Attribute) and func.attr == fn.name):
-            continue
-        recv = func.value
-        if isinstance(recv, ast.Name) and a.class_of_receiver(recv, s) is cls:
-            return True
-        if isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and recv.value.id == "self":
-            owner = a.enclosing_class(s)
-            if owner is not None and cls in _attr_classes(owner, recv, s, a):
-                return True
-    return False
-
-
-def _attr_classes(owner, attr: ast.Attribute, scope, a):
-    """The classes of this module that `self.<attr>` of `owner` holds: declared in the class body
-    (`evaluator: StandardEvaluator`) or assigned from a call of the class (`attr_makers`)."""
-    for stmt in owner.node.body:
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == attr.attr:
-            yield a.local_class(stmt.annotation)
-    for call in a.attr_makers(attr, scope):
-        yield a.local_class(call.func)
