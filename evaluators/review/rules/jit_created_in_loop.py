@@ -12,7 +12,10 @@ What it does
     not in sight: possible) and builds its jitted function anew on each call.
     Also a call in a loop of a factory of the module that returns a jitted lambda or a jitted
     function it defines (`policy = make_policy(params)` on every training step): each call makes
-    a new function object, compiled again with the loop's values baked in.
+    a new function object, compiled again with the loop's values baked in. And `jax.jit(factory(...))`
+    in a loop where a factory out of sight (`cfd.funcutils.trajectory(step_fn, n)`) returns the
+    function, with arguments the loop does not change: most factories build a new closure per call
+    (possible; not a class's instance, which may compare equal, nor a sweep's `make_train(cfg)`).
     Re-wrapping the same function object (a module function, a staticmethod, a module
     attribute such as `jnp.linalg.svd`) is not flagged, nor is `jax.jit(f).lower(...)`, which
     compiles on purpose. Nor is a jit whose options change every iteration
