@@ -7,7 +7,7 @@ What it does
     walks `range(n)` or a device array, never a loader), nothing in it reads a value back,
     prints, branches or breaks, and it calls nothing but JAX. That is exactly the shape
     `lax.scan` (or `lax.fori_loop`) compiles into one program. Not flagged: loops the source
-    shows to run fewer than 100 times.
+    shows to run fewer than 100 times in all (its own count times those of the loops around it).
 
     A new rule (its findings are possible until unseen readings judge it): whether the loop is
     worth rewriting depends on the step's size, which the source does not show.
@@ -95,8 +95,8 @@ class PythonLoopOfJittedSteps(Rule):
         if isinstance(it, ast.Call) and dotted(it.func) in _BARS and it.args:
             it = it.args[0]  # tqdm(range(n)); tqdm(loader) then fails below: the data comes from the host
         n = trip_count(it, ctx.analysis, ctx.scope)
-        if n is not None and n < WORTH_SCANNING:
-            return False
+        if n is not None and n * _repeats(node, ctx) < WORTH_SCANNING:
+            return False  # (50 leapfrog steps per sample, for each of 2,000 samples, are 100,000 dispatches)
         if isinstance(it, ast.Call) and dotted(it.func) in _RANGES:
             return True
         # Rows of one device array (`for t in ts`), not a list of arrays built on the host side.
@@ -115,6 +115,20 @@ class PythonLoopOfJittedSteps(Rule):
             return q.startswith("jax.") and q not in _HOST_JAX
         # `pos.copy()`, `x.reshape(...)`: a method of a device array
         return isinstance(call.func, ast.Attribute) and ctx.kind(call.func.value, strict=True) == "jax"
+
+
+def _repeats(loop: ast.For, ctx: Ctx) -> float:
+    """How many times enclosing statement loops run this one: a counted loop (`range(n)`, a
+    `while`) whose count the source does not give runs it many times; a walk over a collection of
+    unknown size (`for lr in lrs`, a sweep over settings) is not taken to repeat it."""
+    times = 1.0
+    for lp in ctx.loops:
+        if lp is loop or not isinstance(lp, (ast.For, ast.While)):
+            continue
+        m = trip_count(lp.iter, ctx.analysis, ctx.scope) if isinstance(lp, ast.For) else None
+        counted = isinstance(lp, ast.While) or (isinstance(lp.iter, ast.Call) and dotted(lp.iter.func) in _RANGES)
+        times *= m if m is not None else (float("inf") if counted else 1.0)
+    return times
 
 
 def _plain_targets(stmt: ast.stmt) -> bool:
