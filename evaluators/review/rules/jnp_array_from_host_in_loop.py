@@ -150,7 +150,8 @@ def _feeds_batches(ctx: Ctx) -> bool:
 
 
 def _own_nodes(fn: ast.AST):
-    stack = list(getattr(fn, "body", []))
+    body = getattr(fn, "body", [])
+    stack = list(body) if isinstance(body, list) else [body]  # a lambda's body is one expression
     while stack:
         n = stack.pop()
         yield n
