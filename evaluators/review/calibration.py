@@ -58,6 +58,9 @@ def earned(code: str) -> bool:
     """The rule's record on unseen code supports "sure": enough judged findings, estimate at the
     floor (for rules that must earn it, Rule.earns_sure). Promotion changes what the default output
     shows everywhere, so judged evidence against the rule on the tuned-on benchmark (`tuned_on`:
-    its findings there, labelled by hand) blocks it as well."""
+    its findings there, labelled by hand) blocks it as well: a record under the floor, or, with
+    fewer than MIN_JUDGED judged there, more of them wrong than right (0 right of 2 is no support)."""
     v = (record().get("rules") or {}).get(code) or {}
-    return holds(v) is True and holds(v.get("tuned_on")) is not False
+    tuned = v.get("tuned_on") or {}
+    against = holds(tuned) is False or int(tuned.get("fp", 0)) > int(tuned.get("tp", 0))
+    return holds(v) is True and not against

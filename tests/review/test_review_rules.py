@@ -137,6 +137,9 @@ def test_a_rule_that_must_earn_sure_reports_proven_findings_as_possible_until_it
     # hand labels of its findings on the tuned-on benchmark that say otherwise block the promotion
     assert shown({"rules": {"JM501": {"tp": 9, "fp": 1, "tuned_on": {"tp": 0, "fp": 7}}}}) == ("possible", True)
     assert shown({"rules": {"JM501": {"tp": 9, "fp": 1, "tuned_on": {"tp": 4, "fp": 0}}}}) == ("sure", True)
+    # too few judged there to overrule on the floor, but more wrong than right: no support either
+    assert shown({"rules": {"JM501": {"tp": 9, "fp": 1, "tuned_on": {"tp": 0, "fp": 2}}}}) == ("possible", True)
+    assert shown({"rules": {"JM501": {"tp": 9, "fp": 1, "tuned_on": {"tp": 1, "fp": 1}}}}) == ("sure", True)
 
 
 def test_a_lambda_mapped_over_a_per_step_result_is_reviewed_not_skipped():
