@@ -52,8 +52,9 @@ def mark_displayed(nb: NotebookSource) -> None:
         return
     last: dict[int, ast.stmt] = {}
     for stmt in nb.tree.body:
-        last[nb.locate(stmt.lineno)[0]] = stmt
-        astutil.mark_cell(stmt, nb.locate(stmt.lineno)[0])
+        cell = nb.locate(stmt.lineno)[0]
+        last[cell] = stmt
+        astutil.mark_cell(stmt, cell)
     for stmt in last.values():
         if not isinstance(stmt, ast.Expr):
             continue

@@ -322,11 +322,11 @@ class JitCreatedInLoop(Rule):
         if q is not None and q.startswith(("jax.", "numpy.", "functools.", "operator.")):
             return None
         fn = ctx.analysis.resolve_def(wrapped.func, ctx.scope)
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and not any(
-                isinstance(r.value, ast.Lambda) or (isinstance(r.value, ast.Name) and (d := ctx.analysis.returned_def(fn))
-                                                    is not None and pos(fn) < pos(d) <= end_pos(fn))
-                for r in astutil.own_returns(fn) if r.value is not None):
-            return None  # a local factory that hands back a function defined once (or no function)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = ctx.analysis.returned_def(fn)  # a def it returns by name
+            if not (inner is not None and pos(fn) < pos(inner) <= end_pos(fn)) and not any(
+                    isinstance(r.value, ast.Lambda) for r in astutil.own_returns(fn)):
+                return None  # a local factory that hands back a function defined once (or no function)
         return f"the function `{ast.unparse(wrapped.func)}(...)` returns"
 
     @staticmethod

@@ -111,12 +111,12 @@ def _walks_host_collection(loop: ast.AST, arg: ast.AST, ctx: Ctx) -> bool:
         # joined on the device at once; not a sweep that calls something on each value.
         if not _joined_on_device(loop, ctx):
             return False
-        targets = {n.id for g in loop.generators for n in astutil.walk(g.target) if isinstance(n, ast.Name)}
         it = loop.generators[0].iter
     elif isinstance(loop, (ast.For, ast.AsyncFor)):
-        targets, it = loop_targets(loop), loop.iter
+        it = loop.iter
     else:
         return False
+    targets = loop_targets(loop)
     if not any(isinstance(n, ast.Name) and n.id in targets for n in astutil.walk(arg)):
         return False
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip") and it.args:

@@ -41,6 +41,7 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
+from jaxmem.evaluators.review.semantic.loops import loop_targets
 from jaxmem.evaluators.review.semantic.names import dotted
 from jaxmem.evaluators.review.semantic.sizes import trip_count
 
@@ -136,14 +137,14 @@ def _plain_targets(stmt: ast.stmt) -> bool:
     into a host object."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
     return all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred)) for t in targets if t is not None
-               for n in [t, *astutil.walk(t)] if not isinstance(n, (ast.Load, ast.Store)))
+               for n in astutil.walk(t))
 
 
 def _host_slice(n: ast.AST, loop: ast.For, ctx: Ctx) -> bool:
     """A subscript by the loop's target of something not proven a device array."""
     if not isinstance(n, ast.Subscript) or not isinstance(n.ctx, ast.Load):
         return False
-    targets = {t.id for t in astutil.walk(loop.target) if isinstance(t, ast.Name)}
+    targets = loop_targets(loop)
     by_target = any(isinstance(x, ast.Name) and x.id in targets for x in astutil.walk(n.slice))
     return by_target and ctx.kind(n.value, strict=True) != "jax"
 

@@ -46,7 +46,7 @@ import ast
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import TIMERS, names_compilation, plain_label, timing_tier
+from jaxmem.evaluators.review.rules._util import TIMERS, names_compilation, plain_label, synchronous_cpu, timing_tier
 from jaxmem.evaluators.review.semantic import clocks, regions
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.helpers import project_facts
@@ -272,7 +272,7 @@ class TimingWithoutBlockUntilReady(Rule):
             looped = any(isinstance(n, (ast.For, ast.While, ast.AsyncFor)) for s in body[start + 1:i]
                          for n in astutil.walk_running(s))
             ctx.report(self, body[k], message=self.queued_message, fix=self.queued_fix,
-                       sure=timing_tier("", ctx, bool(set(before) & set(jitted)) and not looped)["sure"])
+                       sure=bool(set(before) & set(jitted)) and not looped and not synchronous_cpu(ctx))
             return
         if ctx.loops:
             return  # timed on every iteration: only the first includes compilation

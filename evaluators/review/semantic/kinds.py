@@ -306,7 +306,7 @@ class KindsMixin:
             fn = self.resolve_def(func, scope)
             if isinstance(fn, _FUNCS):
                 return self.return_kind(fn, strict)
-            if isinstance(fn, ast.Lambda) and fn is not func:
+            if isinstance(fn, ast.Lambda):
                 # `unreplicate = lambda tree: jax.tree.map(lambda x: x[0], tree)`: what its body gives
                 # (its parameters unknown, so strict proves little through it).
                 return self.kind(fn.body, self.scopes.get(fn, scope), strict)
