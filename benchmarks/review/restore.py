@@ -28,7 +28,8 @@ def sources(reading: Path) -> list[dict]:
             cur["commit"] = value.strip().split()[0] if value.strip() else ""
         elif key.strip() == "licence_file" and cur:
             # `LICENSE, LICENSE-APACHE`: a dual-licensed repository lists both files
-            cur["licence_files"] = [f for f in value.replace(",", " ").split() if f]
+            # `licence_file: none`: a repository read in place without a licence file
+            cur["licence_files"] = [f for f in value.replace(",", " ").split() if f and f != "none"]
     return out
 
 
