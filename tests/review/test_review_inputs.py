@@ -3,6 +3,7 @@ notebooks report cell and line; .gitignore, suppression comments and [tool.jaxme
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -580,3 +581,33 @@ def test_a_timer_around_a_tree_helper_that_reads_on_the_host_is_not_sure(tmp_pat
     jm701 = {Path(f.path).name: f.confidence for f in result.findings if f.code == "JM701"}
     assert jm701.get("learner_plain.py") == "sure"
     assert jm701.get("learner_reads.py") != "sure"
+
+
+@pytest.mark.parametrize("files, flagged", [
+    ({}, False),                                                       # equinox today: filter_jit waits
+    ({"requirements.txt": "equinox==0.11.3\njax==0.4.30\n"}, True),     # before 0.11.8 it did not
+    ({"pyproject.toml": 'dependencies = ["equinox>=0.11.8"]\n'}, False),  # a lower bound pins nothing old
+])
+def test_a_timer_after_filter_jit_is_read_against_the_equinox_the_project_pins(tmp_path: Path, files, flagged):
+    """Since equinox 0.11.8 every `eqx.filter_jit` call blocks on its outputs before it returns, so
+    a clock read right after one measures the work; a project that pins an older equinox (the
+    shape of unseen-2026-12zzzzzzo's trainit, equinox==0.11.3) gets asynchronous dispatch, and the
+    same timer measures only the dispatch."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import time
+        import equinox as eqx
+
+        @eqx.filter_jit
+        def make_step(model, x):
+            return model, (model * x).sum()
+
+        def train(model, batches):
+            for x in batches:
+                start = time.time()
+                model, loss = make_step(model, x)
+                print("step took", time.time() - start)
+    """))
+    result = review_paths([str(tmp_path)], jobs=1, show_possible=True)
+    assert any(f.code in ("JM701", "JM704") for f in result.findings + result.possible) is flagged

@@ -15,7 +15,8 @@ import re
 
 _FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
 # `jax==0.4.25`, `jax[cuda12]<=0.4.30`, `"jax<0.5"`, `jax~=0.4.20`; not `jaxlib`, `jaxtyping`, `flax`.
-_REQUIREMENT = re.compile(r"(?<![\w.-])jax(?:\[[^\]]*\])?\s*(==|<=|<|~=)\s*v?(\d+(?:\.\d+)*)")
+_PATTERN = r"(?<![\w.-]){}(?:\[[^\]]*\])?\s*(==|<=|<|~=)\s*v?(\d+(?:\.\d+)*)"
+_REQUIREMENTS = {name: re.compile(_PATTERN.format(re.escape(name))) for name in ("jax", "equinox")}
 _MAX_LEVELS = 6
 
 
@@ -31,9 +32,9 @@ def _bound(op: str, version: tuple[int, ...]) -> tuple[tuple[int, ...], bool]:
 
 
 @functools.lru_cache(maxsize=256)
-def _declared(folder: str) -> tuple[tuple[int, ...], bool] | None:
-    """The tightest upper bound on JAX that the requirement files of `folder` or the folders above
-    it declare, as (version, inclusive); None when none declares one."""
+def _declared(folder: str, package: str = "jax") -> tuple[tuple[int, ...], bool] | None:
+    """The tightest upper bound on `package` that the requirement files of `folder` or the folders
+    above it declare, as (version, inclusive); None when none declares one."""
     for _ in range(_MAX_LEVELS):
         listing = _listing(folder)
         names = [n for n in listing if n in _FILES or (n.startswith("requirements") and n.endswith(".txt"))]
@@ -44,7 +45,7 @@ def _declared(folder: str) -> tuple[tuple[int, ...], bool] | None:
                     text = fh.read(200_000)
             except OSError:
                 continue
-            bounds += [_bound(op, _version(v)) for op, v in _REQUIREMENT.findall(text)]
+            bounds += [_bound(op, _version(v)) for op, v in _REQUIREMENTS[package].findall(text)]
         if bounds:
             return min(bounds)
         if ".git" in listing:
@@ -63,12 +64,13 @@ def _listing(folder: str) -> list[str]:
         return []
 
 
-def jax_below(path: str, version: tuple[int, ...]) -> bool:
-    """The project around `path` declares a JAX requirement that excludes `version` and every
-    later one (`jax==0.4.25` is below (0, 9)). False for pasted code, or without a declaration."""
+def jax_below(path: str, version: tuple[int, ...], package: str = "jax") -> bool:
+    """The project around `path` declares a JAX (or `package`) requirement that excludes `version`
+    and every later one (`jax==0.4.25` is below (0, 9)). False for pasted code, or without a
+    declaration."""
     if not path or path.startswith("<") or not os.path.exists(path):
         return False
-    found = _declared(os.path.dirname(os.path.abspath(path)))
+    found = _declared(os.path.dirname(os.path.abspath(path)), package)
     if found is None:
         return False
     bound, inclusive = found
@@ -104,3 +106,10 @@ def written_for(a) -> tuple[str, tuple[int, ...]] | None:
                     found = hit
         a.memo["written_for"] = (found, REMOVED_IN[found]) if found is not None else None
     return a.memo["written_for"]
+
+
+def returns_ready(info, path: str) -> bool:
+    """A call of the jitted callable `info` waits for its own work before it returns: an
+    `eqx.filter_jit` callable (semantic/jit.RETURNS_READY), unless the project pins an equinox
+    before 0.11.8, whose filter_jit dispatched asynchronously like `jax.jit`."""
+    return info.returns_ready and not jax_below(path, (0, 11, 8), "equinox")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic import pins
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
@@ -106,7 +107,8 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
             if (info := ctx.jit_info(n.func)) is not None:
                 jitted.append(dotted(n.func) or "function")
                 st_runs = st_jitted = True
-                st_ready, st_queued = st_ready or info.returns_ready, st_queued or not info.returns_ready
+                ready = pins.returns_ready(info, getattr(ctx, "path", ""))
+                st_ready, st_queued = st_ready or ready, st_queued or not ready
             elif local_jitted(n, ctx):
                 # A module function calling jitted ones queues compiled work. Its first call is not
                 # reported as a compile: such a function is mostly a whole run (a wall-clock total,

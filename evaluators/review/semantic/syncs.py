@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
-from jaxmem.evaluators.review.semantic import helpers
+from jaxmem.evaluators.review.semantic import helpers, pins
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.hostreads import host_conversion
 from jaxmem.evaluators.review.semantic.names import IDENTITY_OPS, defers_to_array, object_literal
@@ -68,7 +68,8 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
         if isinstance(n, ast.Call):
             func = n.func
             if depth == 0 and (info := ctx.jit_info(func)) is not None:
-                ready, queued = ready or info.returns_ready, queued or not info.returns_ready
+                done = pins.returns_ready(info, getattr(ctx, "path", ""))
+                ready, queued = ready or done, queued or not done
             if builtin_name(ctx, func) in FORMAT_BUILTINS and any(
                     ctx.kind(x) == "jax" for x in [*n.args, *(k.value for k in n.keywords)]):
                 return True
