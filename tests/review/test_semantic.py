@@ -1731,3 +1731,39 @@ def test_a_call_of_a_lambda_bound_to_a_name_has_the_kind_of_its_body():
     assert kind(src, 6, "unrep(jnp.ones(3))") == "jax"
     assert kind(src, 7, "to_host(loss)") == "scalar"
     assert kind(src, 6, "unrep(jnp.ones(3))", strict=True) is None
+
+
+def test_a_factory_method_of_a_class_of_another_file_gives_its_result_the_jit(tmp_path: Path):
+    # unseen-2026-12zzzzzzm's jax-peract: `builder = Builder(cfg)`, `train_step =
+    # builder.make_step_fn(nets, "train")`, whose method returns `jax.jit(fn)` in builder.py; the
+    # loop's `state.step.item()` then reads a result of compiled work every step.
+    pkg = tmp_path / "peract"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "builder.py").write_text(textwrap.dedent("""
+        import jax
+        class Builder:
+            def __init__(self, cfg):
+                self.cfg = cfg
+            def make_step_fn(self, nets, step):
+                fn = make(nets, step)
+                if self.cfg.jit:
+                    fn = jax.jit(fn)
+                return fn
+    """))
+    loop = textwrap.dedent("""
+        from peract.builder import Builder
+        def train(cfg, data):
+            builder = Builder(cfg)
+            train_step = builder.make_step_fn(None, "train")
+            state = builder.make_state()
+            for batch in data:
+                state, metrics = train_step(state, batch)
+                t = state.step.item()
+    """)
+    (tmp_path / "train.py").write_text(loop)
+    project = Project.of_paths([str(tmp_path)], [str(pkg / "builder.py"), str(tmp_path / "train.py")])
+    a, tree = model(loop, module="train", project=project)
+    info = a.jit_info(expr_at(tree, 8, "train_step"), scope_at(a, 8))
+    assert info is not None and info.maker == "jax.jit"
+    assert a.jit_info(expr_at(tree, 6, "builder.make_state"), scope_at(a, 6)) is None

@@ -129,7 +129,7 @@ class CallablesMixin:
             if b.how == "param":
                 return self._param_jit(b)
             if self.project is not None:
-                return self._project_jit(func, b)
+                return self._project_jit(func, b, scope)
             return None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if self.aliases.get(func.value.id):
@@ -250,14 +250,20 @@ class CallablesMixin:
                     return info
         return None
 
-    def _project_jit(self, func: ast.Name, b: Binding) -> JitInfo | None:
+    def _project_jit(self, func: ast.Name, b: Binding, scope: Scope) -> JitInfo | None:
         """A jitted callable from another file of the reviewed tree: imported as one
         (`from .train import p_train_step`) or made by an imported factory (`step = make_step(...)`)."""
         if b.how == "import":
             facts = self.project.function(self.qualname(func) or "")
             return facts.jit if facts is not None else None
         if b.how == "assign" and b.index is None and isinstance(b.value, ast.Call):
-            q = self.qualname(b.value.func)
+            func = b.value.func
+            q = self.qualname(func)
+            if q is None and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                # `step = builder.make_step_fn(nets)`, `builder = Builder(cfg)` (or annotated) of a
+                # class in another file of the tree: its factory method's facts.
+                cls = self.constructor_of(func.value, scope) or self.annotated_class(func.value, scope)
+                q = f"{cls}.{func.attr}" if cls is not None else None
             facts = self.project.function(q) if q else None
             return facts.makes_jit if facts is not None else None
         return None

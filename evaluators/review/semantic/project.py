@@ -322,6 +322,10 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 out[f"{name}.{mname}"] = FunctionFacts(
                     jit=a.jitted_defs[m], returns=a.return_kind(m), returns_strict=a.return_kind(m, True),
                     trains=trains(m, At(a, a.scopes.get(m) or scope)))
+            elif not mname.startswith("__") and (made := semantic.returned_jit(a, m, None)) is not None:
+                # `builder.make_step_fn(nets)` returning `jax.jit(fn)`: a factory method; what a
+                # caller in another file binds from it is a jitted callable.
+                out[f"{name}.{mname}"] = FunctionFacts(None, None, None, False, makes_jit=made)
             elif not mname.startswith("__") and a.return_kind(m) == "jax":
                 # `specter.spectralEMD(a, b)` on an instance made in another file: device arrays out.
                 out[f"{name}.{mname}"] = FunctionFacts(None, "jax", a.return_kind(m, True), False)
