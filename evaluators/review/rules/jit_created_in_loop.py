@@ -57,8 +57,10 @@ import re
 from jaxmem.evaluators.review import astutil, semantic
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
+from jaxmem.evaluators.review.semantic.branches import under_periodic_guard
 from jaxmem.evaluators.review.semantic.callers import called_in_loop, method_called_in_loop
 from jaxmem.evaluators.review.semantic.eager import runs_eagerly
+from jaxmem.evaluators.review.semantic.factories import factory_result
 from jaxmem.evaluators.review.semantic.loops import loop_bound
 from jaxmem.evaluators.review.semantic.names import (
     COMPILED_BODIES,
@@ -66,10 +68,8 @@ from jaxmem.evaluators.review.semantic.names import (
     EAGER_TRACED,
     TRACING_NAMES,
     end_pos,
-    last_name,
     pos,
 )
-from jaxmem.evaluators.review.semantic.syncs import builtin_name
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
 # Names that say how often a function runs, whoever calls it (the caller may be in a file the review
@@ -87,6 +87,9 @@ class JitCreatedInLoop(Rule):
     message = ("`{maker}` wraps {what}, a new function on every iteration: it is traced and compiled again each "
                "time (re-wrapping one function defined once would cost ~30 us per call instead)")
     fix = "Create the jitted function once, outside the loop, from a function defined once; pass changing values as arguments (static ones via static_argnums)."
+    periodic_message = ("`{maker}` wraps {what}, a new function each time this periodic branch runs: it is traced and "
+                        "compiled again each time (re-wrapping one function defined once would cost ~30 us per call "
+                        "instead)")
     node_types = (ast.Call, ast.FunctionDef)
     # Eager control flow and solvers may appear in a file that never says jit: `lax.scan(...)`,
     # `from jax.lax import fori_loop`, `jax.scipy.sparse.linalg.cg`, `jax.scipy.optimize.minimize`.
@@ -129,8 +132,9 @@ class JitCreatedInLoop(Rule):
                 what = self._fresh(wrapped, ctx)
                 if what:
                     ctx.report(self, node, maker=_short(info.maker), what=what)
-                elif (what := self._factory_result(wrapped, ctx)) is not None:
-                    ctx.report(self, node, maker=_short(info.maker), what=what, sure=False)
+                elif (what := factory_result(wrapped, ctx)) is not None:
+                    message = self.periodic_message if under_periodic_guard(ctx) else self.message
+                    ctx.report(self, node, message=message, maker=_short(info.maker), what=what, sure=False)
             elif self._rebuilt_per_call(node, ctx):
                 # A function that wraps a fresh callable and uses it there: every call of that
                 # function compiles again. Sure when a host loop calls the function on every step.
@@ -305,31 +309,6 @@ class JitCreatedInLoop(Rule):
         return None
 
     @staticmethod
-    def _factory_result(wrapped: ast.AST | None, ctx: Ctx) -> str | None:
-        """`jax.jit(cfd.funcutils.trajectory(step_fn, n))`: what a factory returns, made by the call
-        in the loop, is a new function each time (a closure) unless the factory caches it, which
-        the source may not show: a guess. Not a builtin (`getattr` returns what is stored), not a
-        library of array functions, not a local def that returns a function defined once."""
-        if not isinstance(wrapped, ast.Call) or builtin_name(ctx, wrapped.func) is not None:
-            return None
-        if last_name(wrapped.func)[:1].isupper():
-            return None  # a callable object (`ConjugateMLL(...)`): equal instances may share the cache
-        bound = loop_bound(ctx, ctx.loops[-1]) if ctx.loops else frozenset()
-        if any(isinstance(n, ast.Name) and n.id in bound for a in [*wrapped.args, *(k.value for k in wrapped.keywords)]
-               for n in astutil.walk(a)):
-            return None  # `make_train(cfg)` per configuration: each one compiles anyway
-        q = ctx.analysis.qualname(wrapped.func)
-        if q is not None and q.startswith(("jax.", "numpy.", "functools.", "operator.")):
-            return None
-        fn = ctx.analysis.resolve_def(wrapped.func, ctx.scope)
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            inner = ctx.analysis.returned_def(fn)  # a def it returns by name
-            if not (inner is not None and pos(fn) < pos(inner) <= end_pos(fn)) and not any(
-                    isinstance(r.value, ast.Lambda) for r in astutil.own_returns(fn)):
-                return None  # a local factory that hands back a function defined once (or no function)
-        return f"the function `{ast.unparse(wrapped.func)}(...)` returns"
-
-    @staticmethod
     def _options_change(node: ast.Call, ctx: Ctx) -> bool:
         """A jit option (`out_shardings`, `static_argnums`, ...) takes a value bound in the loop:
         every iteration asks for a differently compiled program, whatever function it wraps."""
@@ -385,3 +364,4 @@ def _short(maker: str) -> str:
 
 
 RULE = JitCreatedInLoop()
+

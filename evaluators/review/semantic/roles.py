@@ -27,7 +27,7 @@ import ast
 from dataclasses import dataclass
 
 from jaxmem.evaluators.review import astutil
-from jaxmem.evaluators.review.semantic.branches import under_guessed_guard
+from jaxmem.evaluators.review.semantic.branches import under_guessed_guard, under_periodic_guard_in
 from jaxmem.evaluators.review.semantic.envs import fed_to_host_env
 from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, replaced_state_calls, state_replacements
 from jaxmem.evaluators.review.semantic.helpers import calls_in
@@ -292,10 +292,13 @@ def compiles_per_iteration(ctx, loop: ast.AST) -> bool:
     memo = ctx.memo.setdefault("compiles_per_iteration", {})
     if loop not in memo:
         a, scope = ctx.analysis, ctx.scope
+        # A jit under `if i % 10 == 0:` rebuilds every N-th iteration (JM301 says so): the other
+        # iterations run compiled code, and their reads are the loop's ordinary per-step reads.
         memo[loop] = any(
-            isinstance(n, ast.Call) and a.is_jit(n.func) and n.args and _made_in(a, scope, loop, n.args[0])
-            or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and any(a.decorator_qualname(d) in JIT_NAMES for d in n.decorator_list)
+            (isinstance(n, ast.Call) and a.is_jit(n.func) and n.args and _made_in(a, scope, loop, n.args[0])
+             or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and any(a.decorator_qualname(d) in JIT_NAMES for d in n.decorator_list))
+            and not under_periodic_guard_in(n, loop, a, scope)
             for stmt in loop.body for n in astutil.walk(stmt))
     return memo[loop]
 
