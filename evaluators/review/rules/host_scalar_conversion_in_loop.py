@@ -107,9 +107,12 @@ class HostScalarConversionInLoop(Rule):
         else:
             self._through_helper(node, ctx)
             return
-        if periodic(ctx):
+        if periodic(ctx, sync=False):
             return
-        if not not_per_step(ctx, READ_WORDS):
+        # After the iteration already waited (an earlier read, `if converged:`), one more read of a
+        # scalar costs little; reading an array element by element still costs a copy per element.
+        waited = periodic(ctx)
+        if not waited and not not_per_step(ctx, READ_WORDS):
             how = per_step_read(ctx, [value])
             if how is not None:
                 # A number that sizes an array (`shape=(int(alpha * n),)`) must be on the host

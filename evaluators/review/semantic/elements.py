@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic.loops import dispatches, small_loop
+from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic.loops import dispatches, loop_bound, loop_targets, small_loop
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, pos
 from jaxmem.evaluators.review.semantic.walk import Walk
 
@@ -23,6 +24,8 @@ ELEMENT_WISE = "element by element"  # in such a finding's message: what a fixer
 def walked_array(ctx: Walk, value: ast.AST) -> ast.AST | None:
     """The device array an enclosing Python loop walks, where `value` is its element (the loop's
     own target, not an index or a dict value) and the loop is not known to be short."""
+    if isinstance(value, ast.Subscript) and not ctx.scope.traced:
+        return _indexed_array(ctx, value)
     if not isinstance(value, ast.Name) or ctx.scope.traced:
         return None
     b = ctx.analysis.resolve(value.id, ctx.scope, pos(value))
@@ -32,10 +35,26 @@ def walked_array(ctx: Walk, value: ast.AST) -> ast.AST | None:
     array = ctx.analysis.unwrapped(b.value, ctx.scope)
     if loop is None or ctx.kind(array) != "jax" or small_loop(loop, ctx.analysis, ctx.scope):
         return None
-    # Repeated: inside an outer host loop that queues device work (a batch built per training
-    # step, a permutation walked per epoch), or in a function such a loop calls every step. A walk
-    # run once (labels for a plot, a summary at the end of a script) costs its copies once.
-    outer = ctx.loops[:ctx.loops.index(loop)]
-    if ctx.per_step is None and not any(not isinstance(lp, COMPREHENSIONS) and dispatches(ctx, lp) for lp in outer):
+    return array if _repeated(ctx, loop) else None
+
+
+def _indexed_array(ctx: Walk, value: ast.Subscript) -> ast.AST | None:
+    """`float(V[node_idx])` in `for name, node_idx in nodes.items():`: a device array the loop does
+    not change, indexed by the loop's own variable: one slice and one copy per element, the same
+    walk written with an index."""
+    array = value.value
+    if not isinstance(array, ast.Name) or ctx.kind(array) != "jax":
         return None
-    return array
+    used = {n.id for n in astutil.walk(value.slice) if isinstance(n, ast.Name)}
+    loop = next((lp for lp in reversed(ctx.loops) if loop_targets(lp) & used), None)
+    if loop is None or array.id in loop_bound(ctx, loop) or small_loop(loop, ctx.analysis, ctx.scope):
+        return None
+    return array if _repeated(ctx, loop) else None
+
+
+def _repeated(ctx: Walk, loop: ast.AST) -> bool:
+    """Repeated: inside an outer host loop that queues device work (a batch built per training
+    step, a permutation walked per epoch), or in a function such a loop calls every step. A walk
+    run once (labels for a plot, a summary at the end of a script) costs its copies once."""
+    outer = ctx.loops[:ctx.loops.index(loop)]
+    return ctx.per_step is not None or any(not isinstance(lp, COMPREHENSIONS) and dispatches(ctx, lp) for lp in outer)
