@@ -73,9 +73,14 @@ class ModelAppliedOutsideJit(Rule):
             return
         if ctx.scope.cls is not None and getattr(ctx.scope.node, "name", "") in _BUILDERS:
             return  # a loop in a Module's `__init__`/`setup` builds the network once, it runs no step
+        if ctx.scope.cls is not None and ctx.scope.cls.network:
+            # A loop inside a network's own method (an Euler loop over `self.head(...)`) runs as
+            # part of whatever calls that method, a jitted step as a rule; where a caller runs the
+            # method eagerly per step, the finding is at that call (`model.step(...)`, above).
+            return
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "apply":
-            if _framework(func.value, ctx) not in ("linen", "haiku"):
+            if _framework(func.value, ctx) not in ("linen", "haiku") or _method_runs_no_layer(node, ctx):
                 return
         elif (_framework(func, ctx) not in ("nnx", "equinox") and not _bound_apply(func, ctx)
               and not _forward_method(func, ctx)):
@@ -124,6 +129,31 @@ def _framework(expr: ast.AST, ctx: Ctx) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def _method_runs_no_layer(node: ast.Call, ctx: Ctx) -> bool:
+    """`net.apply(params, method=net.get_nets)` (or `method="get_nets"`) where that method of a
+    local network class runs no layer (returns submodules, reads a shape): no forward pass."""
+    method = next((kw.value for kw in node.keywords if kw.arg == "method"), None)
+    if method is None or not isinstance(node.func, ast.Attribute):
+        return False
+    name = method.attr if isinstance(method, ast.Attribute) else (
+        method.value if isinstance(method, ast.Constant) and isinstance(method.value, str) else None)
+    recv, a = node.func.value, ctx.analysis
+    if name is None or not isinstance(recv, ast.Name):
+        return False
+    cls = a.class_of_receiver(recv, ctx.scope)
+    if cls is not None:
+        fn = cls.methods.get(name)
+        return fn is not None and not helpers.runs_layers(a, cls, fn)
+    # A network class of another file of the tree: its methods that run layers are recorded as
+    # forward passes there (project.py); one that is not runs none.
+    q = a.constructor_of(recv, ctx.scope) or a.annotated_class(recv, ctx.scope)
+    owner = a.project.function(q) if q is not None and a.project is not None else None
+    if owner is None or owner.network is None:
+        return False
+    facts = a.project.function(f"{q}.{name}")
+    return facts is None or not facts.forward
 
 
 def _bound_apply(func: ast.AST, ctx: Ctx) -> bool:
