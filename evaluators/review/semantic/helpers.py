@@ -144,7 +144,17 @@ def _conversion(a: Analysis, call: ast.Call) -> str | None:
     q = a.qualname(call.func)
     if q in _NUMPY_CONVERTERS and call.args:
         return q.replace("numpy.", "np.")
+    # `plt.plot(losses)`, `ax.plot(history["loss"])`: matplotlib converts what it is handed with
+    # NumPy, a device array's values copied to the host (an axes object is not traced: its name
+    # does; `.step` and `.bar` are left out, as other objects' methods have those names).
+    if call.args and isinstance(call.func, ast.Attribute) and call.func.attr in PLOT_METHODS and (
+            q is None or q.startswith("matplotlib.")):
+        return f".{call.func.attr}()"
     return None
+
+
+PLOT_METHODS = frozenset({"plot", "semilogy", "semilogx", "loglog", "scatter", "hist", "errorbar", "fill_between",
+                          "stackplot", "boxplot", "violinplot"})
 
 
 _NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
