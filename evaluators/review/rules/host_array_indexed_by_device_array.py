@@ -67,6 +67,8 @@ class HostArrayIndexedByDeviceArray(Rule):
         index = [p for p in parts if not isinstance(p, ast.Slice) and ctx.kind(p) == "jax"]
         if not index:
             return
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "at":
+            return  # `x.at[idx].set(v)`: JAX's indexed update, a JAX array's own (NumPy has no `.at`)
         held = ctx.kind(node.value)
         if held in _ON_DEVICE:
             return
