@@ -333,6 +333,33 @@ def test_state_replaced_through_the_results_attributes_is_state():
     assert ast.unparse(call) == "learn(learner_state)" and names == frozenset({"learner_state"})
 
 
+def test_state_rebuilt_around_the_results_is_state():
+    # unseen-2026-12zzzzzzq's MLLM-JAX SFT loop: the step reads `bundle.state`, and the bundle is
+    # rebuilt around its result (a class of the user's package), as `state.replace(params=...)`
+    # rebuilds a train state. Both replace the state the step read; a wrapper of the loop's fresh
+    # data (`batch = Batch(x)`) replaces nothing.
+    src = """
+    from pkg.state import Bundle
+    def run(step, bundle, state, batches):
+        for x in batches:
+            new_state, metrics = step(bundle.state, x)
+            bundle = Bundle(state=new_state, sharding=bundle.sharding)
+        for x in batches:
+            new_params, m = step(state.params, x)
+            state = state.replace(params=new_params)
+        for x in batches:
+            out, m = step(x)
+            batch = Batch(out)
+    """
+    a, tree = model(src)
+    first, second, third = loops_of(tree)
+    ((call, names),) = list(replaced_state_calls(a, first, scope_at(a, 5)))
+    assert ast.unparse(call) == "step(bundle.state, x)" and names == frozenset({"bundle.state"})
+    ((call, names),) = list(replaced_state_calls(a, second, scope_at(a, 8)))
+    assert ast.unparse(call) == "step(state.params, x)" and names == frozenset({"state.params"})
+    assert list(replaced_state_calls(a, third, scope_at(a, 11))) == []
+
+
 def test_sgd_written_inline_on_gradients_computed_in_the_loop_is_a_proven_training_loop():
     # No step function: the gradient is taken in the loop and applied by a library call. The
     # gradients' binding proves it trains; a tree map of something else carries state unproven.

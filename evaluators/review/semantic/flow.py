@@ -91,6 +91,8 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                 carried = (written & read) - fresh
                 if carried:
                     yield call, carried
+                elif (rebuilt := _rebuilt_from(call, written, results)) is not None:
+                    yield rebuilt  # `bundle = Bundle(state=new_state, ...)`, a class of the user's package
                 else:
                     # `out = f(s)`, also `new_state, loss = f(s)`: each name bound to a result
                     for t in targets:
@@ -98,6 +100,8 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                                   else []):
                             if isinstance(n, ast.Name):
                                 results[n.id] = (call, read - fresh)
+            elif (rebuilt := _rebuilt_from(call, written, results)) is not None:
+                yield rebuilt
         elif isinstance(value, ast.BinOp):
             # `theta = theta + eps * grad_fn(theta, y)`: gradient ascent written as arithmetic on
             # a step's result; the step's arguments carry the state the statement replaces.
@@ -119,6 +123,29 @@ def _block(a: Analysis, body: list[ast.stmt], scope: Scope, fresh: set[str],
                         yield call, written & read
                         break
         fresh |= written
+
+
+def _rebuilt_from(call: ast.Call, written: frozenset[str], results) -> tuple[ast.Call, frozenset[str]] | None:
+    """`bundle = Bundle(state=new_state, ...)` or `state = state.replace(params=new_params)` after
+    `new_state, m = step(bundle.state, x)`: the state the step read is rebuilt around its result
+    (a wrapper, a dataclass replace), which replaces it as surely as `bundle.state = new_state`."""
+    # Only a container built around the value: a class (`Bundle(...)`, `TrainState(...)`) or a
+    # `replace`; any other call of a result computes new data from it (`env.step(action)`,
+    # `jnp.argmax(logits)`: fed back, fed_back_calls, not the step's own state).
+    name = dotted(call.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if not (last[:1].isupper() or last in ("replace", "_replace")):
+        return None
+    for arg in [*call.args, *(kw.value for kw in call.keywords)]:
+        base = arg
+        while isinstance(base, (ast.Attribute, ast.Subscript)):
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in results:
+            step, read = results[base.id]
+            carried = frozenset(k for k in read if k in written or k.split(".")[0] in written)
+            if carried:
+                return step, carried
+    return None
 
 
 def _read_by(call: ast.Call) -> frozenset[str]:
