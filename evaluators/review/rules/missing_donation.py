@@ -42,7 +42,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops, sizes
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
-from jaxmem.evaluators.review.semantic.names import NO_DONATION, named_trained
+from jaxmem.evaluators.review.semantic.names import NO_DONATION, dotted, named_trained
 from jaxmem.evaluators.review.semantic.roles import call_role, replaced_state_calls
 from jaxmem.evaluators.review.semantic.training import training_call
 from jaxmem.evaluators.review.semantic.walk import At
@@ -89,8 +89,15 @@ class MissingDonation(Rule):
             # the loop's role is proven: the step's own body trains.
             role = call_role(At(ctx.analysis, ctx.scope), call, replaced)
             trains = training_call(call, ctx)
+            # State kept on an object (`trainer.train_state = new_state`, `self.state`): worth
+            # donating where the step trains; its size and other readers are out of sight, so
+            # possible only.
+            on_object = [(p, arg) for p, arg in found if isinstance(arg, ast.Attribute)]
             keep = [(p, arg) for p, arg in found
-                    if self._worth_donating(arg, loop, short, ctx, trains or named_trained(arg.id))]
+                    if isinstance(arg, ast.Name) and self._worth_donating(arg, loop, short, ctx, trains or named_trained(arg.id))]
+            keep += [(p, arg) for p, arg in on_object
+                     if (trains or named_trained(arg.attr)) and not short and not _read_elsewhere(arg, call, loop)
+                     and not any(h in arg.attr.lower() for h in SMALL_STATE_HINTS)]
             if not keep:
                 continue
             # The fix is at the definition, so one finding per jitted function is enough; every
@@ -99,7 +106,7 @@ class MissingDonation(Rule):
             if id(info) in seen:
                 continue
             seen.add(id(info))
-            args = ", ".join(dict.fromkeys(a.id for _p, a in keep))
+            args = ", ".join(dict.fromkeys(_key(a) for _p, a in keep))
             positions = sorted({p for p, _a in keep})
             fix = None
             if info.maker.startswith("equinox."):
@@ -111,7 +118,8 @@ class MissingDonation(Rule):
             # Sure where the loop proves it trains (the step's own body takes gradients or applies an
             # optimizer) in a loop of many steps; a step trained only by its name, or a short loop,
             # is possible.
-            sure = role.role == "train" and role.proven and not short
+            sure = role.role == "train" and role.proven and not short and not any(
+                isinstance(a, ast.Attribute) for _p, a in keep)
             ctx.report(self, keep[0][1], arg=args, verb="are" if "," in args else "is", func=ast.unparse(call.func),
                        pos=str(positions[0]) if len(positions) == 1 else str(tuple(positions)), fix=fix, sure=sure)
 
@@ -125,10 +133,10 @@ class MissingDonation(Rule):
         for p, arg in enumerate(call.args):
             if isinstance(arg, ast.Starred):
                 break  # positions after *args are unknown
-            if isinstance(arg, ast.Name) and arg.id in replaced and not info.donates(p) and p not in static:
+            if _key(arg) in replaced and not info.donates(p) and p not in static:
                 found.append((p, arg))
         for kw in call.keywords:
-            if isinstance(kw.value, ast.Name) and kw.value.id in replaced and kw.arg in params:
+            if _key(kw.value) in replaced and kw.arg in params:
                 p = params.index(kw.arg)
                 if p not in static and not info.donates_keyword(kw.arg):
                     found.append((p, kw.value))
@@ -231,3 +239,17 @@ def _guarded(call: ast.Call, loop: ast.AST, ctx: Ctx) -> bool:
 
 
 RULE = MissingDonation()
+
+
+def _key(arg: ast.AST) -> str | None:
+    """The name an argument passes: `state`, or `trainer.train_state` for state kept on an object."""
+    return arg.id if isinstance(arg, ast.Name) else dotted(arg) if isinstance(arg, ast.Attribute) else None
+
+
+def _read_elsewhere(arg: ast.Attribute, call: ast.Call, loop: ast.AST) -> bool:
+    """`best = trainer.state` in the loop, besides the step's own argument and the assignment that
+    replaces it: another reader that a donation would leave holding a deleted array."""
+    key = dotted(arg)
+    return any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n is not arg and dotted(n) == key
+               and not isinstance(parent, ast.Attribute)
+               for parent in astutil.walk(loop) for n in astutil.children(parent))
