@@ -78,9 +78,11 @@ class PrintArrayInLoop(Rule):
         elif builtin_name(ctx, node.func) in FORMATTERS or self._is_log(node.func, ctx):
             values = [*node.args, *(kw.value for kw in node.keywords)]
         elif (sink := ctx.qualname(node.func)) in METRIC_SINKS:
-            # `wandb.log({"loss": loss})`: the values of a dict handed to it
+            # `wandb.log({"loss": loss})`: the values of a dict handed to it; `wandb.log(metrics)`:
+            # a step's dict of device values handed whole (its first argument; `step=` is a number)
             values = [v for a in [*node.args, *(kw.value for kw in node.keywords)] if isinstance(a, ast.Dict)
                       for v in a.values]
+            values += [a for a in node.args[:1] if not isinstance(a, ast.Dict)]
             message = self.sink_message
         elif _unseen_metric_log(node, ctx):
             # `run.log({"loss": loss})` on an object the reviewer cannot trace (`run = cfg["run"]`,
