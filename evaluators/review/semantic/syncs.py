@@ -10,6 +10,7 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import helpers, pins
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
+from jaxmem.evaluators.review.semantic.callbacks import runs_host_callbacks
 from jaxmem.evaluators.review.semantic.hostreads import host_conversion
 from jaxmem.evaluators.review.semantic.names import IDENTITY_OPS, defers_to_array, object_literal
 from jaxmem.evaluators.review.semantic.shapes import sized_by_values
@@ -68,7 +69,7 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
         if isinstance(n, ast.Call):
             func = n.func
             if depth == 0 and (info := ctx.jit_info(func)) is not None:
-                done = pins.returns_ready(info, getattr(ctx, "path", ""))
+                done = pins.returns_ready(info, getattr(ctx, "path", "")) or runs_host_callbacks(ctx.analysis, info, ctx.scope)
                 ready, queued = ready or done, queued or not done
             if builtin_name(ctx, func) in FORMAT_BUILTINS and any(
                     ctx.kind(x) == "jax" for x in [*n.args, *(k.value for k in n.keywords)]):
