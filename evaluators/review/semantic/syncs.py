@@ -26,6 +26,11 @@ SYNC_FUNCS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarra
 
 FORMAT_BUILTINS = frozenset({"print", "str", "repr", "format"})
 
+# Serialising a device array copies its values to the host first (pickle calls `__reduce__`, which
+# reads the values; NumPy's save converts with `np.asarray`): the call waits for the device.
+SERIALIZERS = frozenset({"pickle.dump", "pickle.dumps", "cloudpickle.dump", "cloudpickle.dumps", "joblib.dump",
+                         "numpy.save", "numpy.savez", "numpy.savez_compressed"})
+
 EXPLICIT_WAITS = frozenset({"jax.block_until_ready"})  # a host read (device_get) is itself the cost
 
 def builtin_name(ctx: Walk, func: ast.AST) -> str | None:
@@ -85,6 +90,8 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
             q = ctx.qualname(func)
             if q in ("jax.block_until_ready", "jax.device_get"):
                 return True
+            if q in SERIALIZERS and any(ctx.kind(x) == "jax" for x in [*n.args, *(k.value for k in n.keywords)]):
+                return True  # `pickle.dump(out, f)` of a run's results
             if _library_reads(ctx, q, n):
                 return True
             if builtin_name(ctx, func) in SYNC_BUILTINS and n.args and ctx.kind(n.args[0]) == "jax":
@@ -295,6 +302,8 @@ def is_sync(ctx: Walk, node: ast.AST) -> bool:
     q = ctx.qualname(func)
     if q in SYNC_FUNCS:
         return True
+    if q in SERIALIZERS and any(ctx.kind(x) == "jax" for x in [*node.args, *(k.value for k in node.keywords)]):
+        return True  # `pickle.dump(out, f)`: the values are read on the host
     if _library_reads(ctx, q, node):
         return True
     name = builtin_name(ctx, func)
