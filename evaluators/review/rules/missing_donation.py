@@ -96,7 +96,7 @@ class MissingDonation(Rule):
             keep = [(p, arg) for p, arg in found
                     if isinstance(arg, ast.Name) and self._worth_donating(arg, loop, short, ctx, trains or named_trained(arg.id))]
             keep += [(p, arg) for p, arg in on_object
-                     if (trains or named_trained(arg.attr)) and not short and not _read_elsewhere(arg, call, loop)
+                     if (trains or named_trained(arg.attr)) and not short and not _read_elsewhere(arg, loop)
                      and not any(h in arg.attr.lower() for h in SMALL_STATE_HINTS)]
             if not keep:
                 continue
@@ -238,18 +238,19 @@ def _guarded(call: ast.Call, loop: ast.AST, ctx: Ctx) -> bool:
     return under_periodic_guard_in(call, loop, ctx.analysis, ctx.scope)
 
 
-RULE = MissingDonation()
-
-
 def _key(arg: ast.AST) -> str | None:
     """The name an argument passes: `state`, or `trainer.train_state` for state kept on an object."""
     return arg.id if isinstance(arg, ast.Name) else dotted(arg) if isinstance(arg, ast.Attribute) else None
 
 
-def _read_elsewhere(arg: ast.Attribute, call: ast.Call, loop: ast.AST) -> bool:
+def _read_elsewhere(arg: ast.Attribute, loop: ast.AST) -> bool:
     """`best = trainer.state` in the loop, besides the step's own argument and the assignment that
     replaces it: another reader that a donation would leave holding a deleted array."""
     key = dotted(arg)
     return any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n is not arg and dotted(n) == key
                and not isinstance(parent, ast.Attribute)
                for parent in astutil.walk(loop) for n in astutil.children(parent))
+
+
+RULE = MissingDonation()
+

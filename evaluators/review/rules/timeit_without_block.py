@@ -32,8 +32,7 @@ import ast
 from jaxmem.evaluators.review.notebook import TIMING_MAGICS
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import timing_tier
-from jaxmem.evaluators.review.semantic import pins
-from jaxmem.evaluators.review.semantic.callbacks import runs_host_callbacks
+from jaxmem.evaluators.review.semantic.callbacks import returns_done
 from jaxmem.evaluators.review.semantic.jax_config import checks_outputs
 from jaxmem.evaluators.review.semantic.names import last_name, pos
 from jaxmem.evaluators.review.semantic.regions import local_waits
@@ -120,9 +119,8 @@ def _waits(call: ast.Call, ctx: Ctx) -> bool:
         return True
     if isinstance(call.func, ast.Name) and call.func.id in ("float", "int", "print"):
         return True
-    if (info := ctx.jit_info(call.func)) is not None and (
-            pins.returns_ready(info, ctx.path) or runs_host_callbacks(ctx.analysis, info, ctx.scope)):
-        return True  # `eqx.filter_jit` blocks on its own outputs before it returns (equinox >= 0.11.8)
+    if (info := ctx.jit_info(call.func)) is not None and returns_done(ctx, info):
+        return True  # `eqx.filter_jit` (equinox >= 0.11.8), or host callbacks in its program: returns when done
     return ctx.qualname(call.func) in WAITS or is_sync(ctx, call) or local_waits(call, ctx)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic import pins
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import COMPILED_BODIES
 from jaxmem.evaluators.review.semantic.scopes import Scope
@@ -131,3 +132,10 @@ def runs_host_callbacks(a: Analysis, info, scope: Scope) -> bool:
         memo[key] = any(isinstance(n, ast.Call) and a.qualname(n.func) in EFFECT_CALLBACKS
                         for root in roots for n in astutil.walk(root))
     return memo[key]
+
+
+def returns_done(ctx, info) -> bool:
+    """A call of the jitted callable `info` returns only once its work is done: an `eqx.filter_jit`
+    callable (unless the project pins an equinox before 0.11.8), or one whose program runs host
+    callbacks. A timer stopped right after it measures the work."""
+    return pins.returns_ready(info, getattr(ctx, "path", "")) or runs_host_callbacks(ctx.analysis, info, ctx.scope)

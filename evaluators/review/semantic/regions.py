@@ -10,9 +10,8 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
-from jaxmem.evaluators.review.semantic import pins
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
-from jaxmem.evaluators.review.semantic.callbacks import runs_host_callbacks
+from jaxmem.evaluators.review.semantic.callbacks import returns_done
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
 from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, JAX_LIBRARIES, KNOWN_BY_NAME, LOOP_TYPES, dotted, pos
@@ -108,7 +107,7 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
             if (info := ctx.jit_info(n.func)) is not None:
                 jitted.append(dotted(n.func) or "function")
                 st_runs = st_jitted = True
-                ready = pins.returns_ready(info, getattr(ctx, "path", "")) or runs_host_callbacks(ctx.analysis, info, ctx.scope)
+                ready = returns_done(ctx, info)
                 st_ready, st_queued = st_ready or ready, st_queued or not ready
             elif local_jitted(n, ctx):
                 # A module function calling jitted ones queues compiled work. Its first call is not

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
-from jaxmem.evaluators.review.semantic import helpers, pins
+from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
-from jaxmem.evaluators.review.semantic.callbacks import runs_host_callbacks
+from jaxmem.evaluators.review.semantic.callbacks import returns_done
 from jaxmem.evaluators.review.semantic.hostreads import host_conversion
 from jaxmem.evaluators.review.semantic.names import IDENTITY_OPS, defers_to_array, object_literal
 from jaxmem.evaluators.review.semantic.shapes import sized_by_values
@@ -32,6 +32,11 @@ SERIALIZERS = frozenset({"pickle.dump", "pickle.dumps", "cloudpickle.dump", "clo
                          "numpy.save", "numpy.savez", "numpy.savez_compressed"})
 
 EXPLICIT_WAITS = frozenset({"jax.block_until_ready"})  # a host read (device_get) is itself the cost
+
+
+def _serializes(ctx: Walk, q: str | None, call: ast.Call) -> bool:
+    return q in SERIALIZERS and any(ctx.kind(x) == "jax" for x in [*call.args, *(k.value for k in call.keywords)])
+
 
 def builtin_name(ctx: Walk, func: ast.AST) -> str | None:
     """`float` when it is the builtin (not shadowed by an import or a binding in scope)."""
@@ -74,7 +79,7 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
         if isinstance(n, ast.Call):
             func = n.func
             if depth == 0 and (info := ctx.jit_info(func)) is not None:
-                done = pins.returns_ready(info, getattr(ctx, "path", "")) or runs_host_callbacks(ctx.analysis, info, ctx.scope)
+                done = returns_done(ctx, info)
                 ready, queued = ready or done, queued or not done
             if builtin_name(ctx, func) in FORMAT_BUILTINS and any(
                     ctx.kind(x) == "jax" for x in [*n.args, *(k.value for k in n.keywords)]):
@@ -90,7 +95,7 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
             q = ctx.qualname(func)
             if q in ("jax.block_until_ready", "jax.device_get"):
                 return True
-            if q in SERIALIZERS and any(ctx.kind(x) == "jax" for x in [*n.args, *(k.value for k in n.keywords)]):
+            if _serializes(ctx, q, n):
                 return True  # `pickle.dump(out, f)` of a run's results
             if _library_reads(ctx, q, n):
                 return True
@@ -302,7 +307,7 @@ def is_sync(ctx: Walk, node: ast.AST) -> bool:
     q = ctx.qualname(func)
     if q in SYNC_FUNCS:
         return True
-    if q in SERIALIZERS and any(ctx.kind(x) == "jax" for x in [*node.args, *(k.value for k in node.keywords)]):
+    if _serializes(ctx, q, node):
         return True  # `pickle.dump(out, f)`: the values are read on the host
     if _library_reads(ctx, q, node):
         return True
