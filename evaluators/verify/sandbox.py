@@ -209,6 +209,7 @@ def bwrap_problem() -> str | None:
 
 
 # ---- a cgroup per run: the process cap ----------------------------------------------------------
+CLOSE_SECONDS = 10.0  # killed tasks leave the cgroup within milliseconds, seconds on a loaded machine
 class TaskCap:
     """A pids cgroup (v2 or v1) holding one run, with `pids.max` = the run's task limit.
 
@@ -216,7 +217,7 @@ class TaskCap:
     run goes without, and RLIMIT_NPROC stands in for users other than root."""
 
     def __init__(self, limit: int):
-        self.limit, self.path = limit, None
+        self.limit, self.path, self.closed = limit, None, False
         for parent in (_cgroup2_parent(), Path("/sys/fs/cgroup/pids")):
             if parent is None or not os.access(parent, os.W_OK) or not (parent / "cgroup.procs").exists():
                 continue
@@ -252,9 +253,19 @@ class TaskCap:
             return False
 
     def close(self) -> None:
-        if self.path is None:
+        """Kill what is left in the cgroup and remove it; a second call does nothing (`path` stays,
+        for the report)."""
+        if self.path is None or self.closed:
             return
-        for _ in range(50):  # the killed tasks leave the cgroup within milliseconds
+        self.closed = True
+        # No task may start from here on: a fork bomb would otherwise refill each slot the kills
+        # below free, and outrun them on a loaded machine (seen in CI with the 1 s this loop had).
+        try:
+            (self.path / "pids.max").write_text("0")
+        except OSError:
+            pass
+        deadline = time.monotonic() + CLOSE_SECONDS
+        while True:
             try:
                 pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
             except OSError:
@@ -265,10 +276,14 @@ class TaskCap:
                 except OSError:
                     pass
             try:
-                self.path.rmdir()
-                return
+                self.path.rmdir()  # succeeds once no task is left in it
+            except FileNotFoundError:
+                pass
             except OSError:
-                time.sleep(0.02)
+                if time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+            return
 
 
 def _cgroup2_parent() -> Path | None:

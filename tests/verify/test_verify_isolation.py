@@ -119,3 +119,40 @@ def test_a_snippet_imports_the_standard_library_not_the_verifiers_modules(case, 
     assert run.ok, run.error
     out = json.loads(run.stdout)
     assert out["queue"] == 1 and "evaluators" not in out["from"], out
+
+
+def test_a_task_cap_is_emptied_against_a_forking_child_and_closes_once():
+    """The run's cgroup is closed with no task left in it even while what is in it keeps forking
+    (further forks are refused first), and a second close returns at once: the sandbox closes
+    it on the way out and again in its `finally`, and a second close used to spin until its
+    deadline on the directory the first had removed."""
+    import subprocess
+    import sys
+
+    from jaxmem.evaluators.verify.sandbox import TaskCap
+
+    cap = TaskCap(16)
+    if cap.path is None:
+        cap.close()
+        pytest.skip("no writable pids cgroup on this machine")
+    forker = ("import os, time\n"
+              "while True:\n"
+              "    try:\n"
+              "        if os.fork() == 0:\n"
+              "            time.sleep(60)\n"
+              "            os._exit(0)\n"
+              "    except OSError:\n"
+              "        time.sleep(0.001)\n")
+    proc = subprocess.Popen([sys.executable, "-c", forker], preexec_fn=cap.join, start_new_session=True)
+    try:
+        time.sleep(1.0)
+        assert cap.hit()
+        path = cap.path
+        cap.close()
+        assert not path.exists()
+        start = time.monotonic()
+        cap.close()
+        assert time.monotonic() - start < 0.5
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
