@@ -112,31 +112,32 @@ def _consumer(loop: ast.AST, name: str, ctx: Ctx) -> tuple[ast.Call, str] | None
     """A call in the loop's own body (not a nested def) that hands the whole list `name` to a host
     converter, directly or through a function of this file or another file of the tree that does."""
     a = ctx.analysis
-    # A block that ends the loop (`if token == eos: decode(np.array(res)); break`) runs once.
-    last = {id(n) for x in astutil.walk(loop) if isinstance(x, ast.If)
-            for block in (x.body, x.orelse) if any(isinstance(st, (ast.Break, ast.Return, ast.Raise)) for st in block)
-            for st in block for n in astutil.walk(st)}
+    ending = None
     for stmt in loop.body:
         for n in astutil.walk(stmt):
             if not isinstance(n, ast.Call) or isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend"):
                 continue
-            if id(n) in last:
-                continue
             given = [x for x in [*n.args, *(k.value for k in n.keywords)] if isinstance(x, ast.Name) and x.id == name]
             if not given:
                 continue
+            if ending is None:
+                ending = _loop_ending_calls(loop)
+            if id(n) in ending:
+                continue  # `if token == eos: decode(np.array(res)); break` runs once
             if _host_call(n, ctx):
                 return n, ast.unparse(n.func)[:40]
-            fn = helpers.called_def(a, n.func, ctx.scope)
-            converted, sig = helpers.converted_params(a, fn), fn
-            if fn is None:
-                facts = helpers.tree_facts(a, n.func, ctx.scope)
-                if facts is not None and facts.converts:
-                    converted, sig = dict(facts.converts), facts.signature
+            converted, sig, _fn = helpers.callee_conversions(a, n.func, ctx.scope)
             if converted and any(arg is given[0] and how not in _SCALAR
                                  for arg, how in helpers.argument_converted(a, n, sig, converted)):
                 return n, ast.unparse(n.func)[:40]
     return None
+
+
+def _loop_ending_calls(loop: ast.AST) -> set[int]:
+    """Ids of the nodes in a block that ends the loop (its `if` branch breaks, returns or raises)."""
+    return {id(n) for x in astutil.walk(loop) if isinstance(x, ast.If)
+            for block in (x.body, x.orelse) if any(isinstance(st, (ast.Break, ast.Return, ast.Raise)) for st in block)
+            for st in block for n in astutil.walk(st)}
 
 
 def _host_call(call: ast.Call, ctx: Ctx) -> bool:

@@ -173,13 +173,7 @@ class HostScalarConversionInLoop(Rule):
 
     def _through_helper(self, node: ast.Call, ctx: Ctx) -> None:
         """`metric.add(loss, acc)` where the local `add` does `float(b)` on its arguments."""
-        fn = helpers.called_def(ctx.analysis, node.func, ctx.scope)
-        converted, sig = helpers.converted_params(ctx.analysis, fn), fn
-        if fn is None:
-            # Defined in another file of the reviewed tree (`utils.update_metrics(m, metrics)`).
-            facts = helpers.tree_facts(ctx.analysis, node.func, ctx.scope)
-            if facts is not None and facts.converts:
-                converted, sig = dict(facts.converts), facts.signature
+        converted, sig, fn = helpers.callee_conversions(ctx.analysis, node.func, ctx.scope)
         if not converted:
             return
         found = [(arg, how) for arg, how in helpers.argument_converted(ctx.analysis, node, sig, converted)

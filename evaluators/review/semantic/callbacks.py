@@ -118,19 +118,13 @@ def runs_host_callbacks(a: Analysis, info, scope: Scope) -> bool:
     memo = a.memo.setdefault("runs_host_callbacks", {})
     key = id(info)
     if key not in memo:
-        memo[key] = False  # recursion guard
-        roots = []
         wrapped = info.wrapped
-        if isinstance(wrapped, ast.Call):  # `jax.jit(make_train(config))`: the factory's own body
-            fn = a.resolve_def(wrapped.func, scope)
-            roots = [fn] if fn is not None else []
-        elif isinstance(wrapped, (ast.Name, ast.Attribute)):
-            fn = a.resolve_def(wrapped, scope)
-            roots = [fn] if fn is not None else []
-        elif wrapped is not None:
-            roots = [wrapped]
-        memo[key] = any(isinstance(n, ast.Call) and a.qualname(n.func) in EFFECT_CALLBACKS
-                        for root in roots for n in astutil.walk(root))
+        # `jax.jit(make_train(config))`: the factory's own body; `jax.jit(step)`: step's; a def or
+        # lambda jitted where it is written: itself.
+        target = wrapped.func if isinstance(wrapped, ast.Call) else wrapped
+        root = a.resolve_def(target, scope) if isinstance(wrapped, (ast.Call, ast.Name, ast.Attribute)) else target
+        memo[key] = root is not None and any(isinstance(n, ast.Call) and a.qualname(n.func) in EFFECT_CALLBACKS
+                                             for n in astutil.walk(root))
     return memo[key]
 
 

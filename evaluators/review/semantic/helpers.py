@@ -355,3 +355,16 @@ def _self_attr(expr: ast.AST) -> str | None:
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
         return expr.attr
     return None
+
+
+def callee_conversions(a: Analysis, func: ast.AST, scope) -> tuple[dict[str, str], ast.AST | tuple | None, ast.AST | None]:
+    """What the function a call runs turns into host values: (converted parameters, the signature
+    source `argument_converted` reads, the local def or None). A function of this module, or one of
+    another file of the reviewed tree through its facts (`utils.update_metrics(m, metrics)`)."""
+    fn = called_def(a, func, scope)
+    converted, sig = converted_params(a, fn), fn
+    if fn is None:
+        facts = tree_facts(a, func, scope)
+        if facts is not None and facts.converts:
+            converted, sig = dict(facts.converts), facts.signature
+    return converted, sig, fn
