@@ -263,15 +263,17 @@ def _applicable(rules: Iterable[Rule], seen: str) -> list[Rule]:
     rules = list(rules)
     inside = _substrings(tuple(s for r in rules for s in r.requires))
     found: dict[str, bool] = {}
+    return [r for r in rules if not r.requires or any(_has(s, seen, inside, found) for s in r.requires)]
 
-    def has(s: str) -> bool:
-        v = found.get(s)
-        if v is None:
-            part = inside.get(s)
-            v = found[s] = (part is None or has(part)) and s in seen
-        return v
 
-    return [r for r in rules if not r.requires or any(has(s) for s in r.requires)]
+def _has(s: str, seen: str, inside: dict[str, str], found: dict[str, bool]) -> bool:
+    """`s in seen`, remembered in `found`; False at once when a shorter required string inside `s`
+    is absent. (A module function: a recursive closure is a reference cycle per file.)"""
+    v = found.get(s)
+    if v is None:
+        part = inside.get(s)
+        v = found[s] = (part is None or _has(part, seen, inside, found)) and s in seen
+    return v
 
 
 @functools.lru_cache(maxsize=8)

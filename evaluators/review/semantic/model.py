@@ -68,6 +68,9 @@ class Analysis(CallablesMixin, KindsMixin, PartsMixin):
         for scope in self.scopes.values():
             scope.analysis = scope.parent = None
             scope.inner = []
+            if scope._structure is not None:  # its flows point back at it
+                scope._structure.flows.clear()
+                scope._structure = None
         for cache in (self.scopes, self.memo, self.classes, self.jitted_defs, self._returned, self._qcache,
                       self._jcache, self._mcache, self._kcache, self._bkinds, self.mapped_lambdas):
             cache.clear()
