@@ -308,8 +308,25 @@ def _time_once(root: Path, jobs: int) -> dict:
         "print(json.dumps({'seconds': wall, 'cpu': cpu, 'files': r.files, 'findings': len(r.findings)}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
-                         cwd=Path(__file__).resolve().parents[1], check=True)
+                         cwd=Path(__file__).resolve().parents[1], check=True, env=_child_env())
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+_PYCACHE: str | None = None
+
+
+def _child_env() -> dict[str, str]:
+    """The timed interpreters' environment. By default they run with compiled bytecode, as a
+    user's installed jaxmem does (pip compiles on install): a PYTHONDONTWRITEBYTECODE=1 shell
+    (this project's sandbox sets it) would otherwise recompile every module of jaxmem and its
+    dependencies in every run, a tenth to a fifth of a second not spent by any installed CLI. The
+    bytecode goes to a temporary folder (PYTHONPYCACHEPREFIX), never into the tree, and is
+    written by one untimed run before the timed ones. `--no-bytecode` times the other way."""
+    env = dict(os.environ)
+    if _PYCACHE is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = _PYCACHE
+    return env
 
 
 def _parse_only(root: Path) -> dict:
@@ -331,7 +348,8 @@ def _parse_only(root: Path) -> dict:
         "cpu = sum(getattr(resource.getrusage(resource.RUSAGE_SELF), f) for f in ('ru_utime', 'ru_stime'))\n"
         "print(json.dumps({'seconds': wall, 'cpu': cpu, 'files': len(files), 'findings': 0}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, check=True,
+                         env=_child_env())
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -349,8 +367,11 @@ def time_tree(root: Path, what: str, args) -> float:
     """Print one table for the tree at `root`; return the best wall-clock files/s."""
     files, lines, size = _tree_size(root)
     load = os.getloadavg()[0]
+    if _PYCACHE is not None:
+        _time_once(root, max(args.jobs))  # untimed: writes the bytecode the timed runs load
     print(f"\n{what}: {files} files, {lines:,} lines, {size / 1e6:.1f} MB; {os.cpu_count()} CPUs, "
-          f"load average {load:.1f}; median of {args.repeats} (each run in a fresh process, imports included)")
+          f"load average {load:.1f}; median of {args.repeats} (each run in a fresh process, imports included, "
+          f"{'bytecode compiled as after an install' if _PYCACHE else 'no bytecode cache: every import compiles'})")
     print("cpu files/s = files per CPU-second x jobs: the rate with that many otherwise idle cores")
     print(f"{'jobs':>4} | {'wall s':>7} | {'files/s':>8} | {'lines/s':>9} | {'cpu s':>6} | {'cpu files/s':>11} | "
           f"{'findings':>8} | target {TARGET_FILES_PER_S} files/s")
@@ -387,7 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--tree", nargs="*", default=[], help="folders of real code to time as well")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="time without a bytecode cache (every run compiles every module it imports)")
     args = parser.parse_args(argv)
+    global _PYCACHE
+    pycache = None if args.no_bytecode else tempfile.TemporaryDirectory(prefix="jaxmem-bench-pycache-")
+    _PYCACHE = pycache.name if pycache is not None else None
     met = True
     if args.files:
         with tempfile.TemporaryDirectory(prefix="jaxmem-bench-review-") as tmp:
