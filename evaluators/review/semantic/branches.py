@@ -155,10 +155,33 @@ def _counter(name: ast.Name, analysis: Analysis, scope: Scope) -> bool:
     b = analysis.resolve(name.id, scope, pos(name))
     if b is None:
         return False
+    if b.how == "param":
+        return _counter_passed(b, analysis)
     if b.how == "iter":
         return b.element == "index" or (isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Name)
                                         and b.value.func.id == "range")
     return isinstance(b.node, ast.AugAssign) and isinstance(b.node.op, ast.Add)
+
+
+def _counter_passed(b, analysis: Analysis) -> bool:
+    """A parameter that the loop calling its function every step binds to that loop's counter
+    (`train_epoch(batch, epoch, index)` from `for index in range(n)`): `index == 0` inside holds on
+    one call of the loop only, as it would in the loop's own body."""
+    callee = analysis.scopes.get(b.node)
+    call, caller = (callee.per_step, callee.per_step_scope) if callee is not None else (None, None)
+    if not isinstance(call, ast.Call) or caller is None or caller is callee:
+        return False
+    fn = b.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
+    if positional[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+        positional = positional[1:]  # `self.train_epoch(...)`: the call does not pass `self`
+    at = positional.index(b.name) if b.name in positional else None
+    args = call.args if not any(isinstance(a, ast.Starred) for a in call.args) else []
+    arg = args[at] if at is not None and at < len(args) else next(
+        (k.value for k in call.keywords if k.arg == b.name), None)
+    return isinstance(arg, ast.Name) and _counter(arg, analysis, caller)
 
 
 def _attribute_counter(node: ast.AST, analysis: Analysis, scope: Scope) -> bool:
