@@ -64,6 +64,10 @@ class PrintArrayInLoop(Rule):
     fix = "Log every N steps (`if step % N == 0`), or collect values on device and print them once after the loop."
     sink_message = ("`{sink}` converts JAX array `{what}` to a host value in a loop: a device->host sync and copy "
                     "every iteration")
+    held_message = ("formatting `{what}`, which holds JAX arrays, in a loop forces a device->host sync and copy "
+                    "every iteration")
+    held_sink_message = ("`{sink}` converts the JAX arrays put in `{what}` to host values in a loop: a device->host "
+                         "sync and copy every iteration")
     node_types = (ast.Call, ast.JoinedStr)
     only_in_host_loops = True
 
@@ -106,10 +110,13 @@ class PrintArrayInLoop(Rule):
         for value in values:
             if isinstance(value, ast.JoinedStr) or _str_format(value):
                 continue  # the f-string or `.format` call itself is checked (and reported) on its own
-            if ctx.kind(value) == "jax":
+            held = ctx.kind(value) != "jax" and _holds_device_values(value, ctx)
+            if held or ctx.kind(value) == "jax":
                 if not periodic(ctx) and not not_per_step(ctx, ("print", "format", "log")):
                     how = per_step_read(ctx, [value])
                     if how is not None:
+                        if held:  # `metrics["loss"] = loss` ... `wandb.log(metrics)`: each item is read
+                            message = self.held_sink_message if message is self.sink_message else self.held_message
                         ctx.report(self, node, message=message, what=describe(value), sink=sink,
                                    sure=how == "sure" and not guessed)
                 return
@@ -136,6 +143,13 @@ def _unseen_metric_log(node: ast.Call, ctx: Ctx) -> bool:
     func = node.func
     return (isinstance(func, ast.Attribute) and func.attr in METRIC_LOG_METHODS and ctx.qualname(func) is None
             and any(isinstance(a, ast.Dict) for a in node.args))
+
+
+def _holds_device_values(value: ast.AST, ctx: Ctx) -> bool:
+    """A dict or list the code starts empty and fills with device arrays (`metrics["loss"] = loss`,
+    `losses.append(loss)`): formatting or logging it reads every item on the host, as it would the
+    arrays themselves (kinds.container_item_kind)."""
+    return isinstance(value, ast.Name) and ctx.analysis.container_item_kind(value, ctx.scope) == "jax"
 
 
 def _str_format(node: ast.AST) -> bool:
