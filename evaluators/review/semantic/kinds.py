@@ -49,6 +49,10 @@ from jaxmem.evaluators.review.semantic.waited import method_kind, passed_kind, w
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 AXIS_SIZE = frozenset({"jax.lax.psum"})
 _NNX_SPLIT = ("flax.nnx.split", "flax.nnx.graph.split")
+# Flax NNX's metric objects: `compute()` returns device arrays (a dict of them for MultiMetric, a
+# dataclass of them for Welford), computed from the jnp arrays the metric keeps
+# (flax/nnx/training/metrics.py: `Average.compute(self) -> jax.Array`).
+NNX_METRICS = ("flax.nnx.MultiMetric", "flax.nnx.metrics.", "flax.nnx.training.metrics.")
 
 
 class KindsMixin:
@@ -333,6 +337,8 @@ class KindsMixin:
                 if func.attr in HOST_METHODS:
                     return HOST_METHODS[func.attr]
                 return recv
+            if recv is None and func.attr == "compute" and self.made_by(func.value, scope, NNX_METRICS):
+                return "jax"  # `metrics = nnx.MultiMetric(...)` ... `metrics.compute()`
             if recv is None:  # `specter.spectralEMD(x)`, a method of a class of another file of the tree
                 return method_kind(self, func, scope, strict) or (None if strict else self._differentiated(func, scope))
         return None
