@@ -31,7 +31,14 @@ MAX_HOPS = 4
 
 
 def _library_loader(q: str | None) -> bool:
-    return q is not None and (q in LOADERS or q.startswith(LOADER_PREFIXES))
+    return q is not None and (q in LOADERS or q.startswith(LOADER_PREFIXES) or _pretrained_weights(q))
+
+
+def _pretrained_weights(q: str) -> bool:
+    """`FlaxAutoModelForMaskedLM.from_pretrained(name)`: a Transformers Flax model with its
+    weights read from the checkpoint files (`model.params`). Only the Flax model classes: a
+    config's or a tokenizer's `from_pretrained` reads settings and vocabularies."""
+    return q.startswith("transformers.Flax") and q.endswith(".from_pretrained")
 
 
 def is_loader_call(a: Analysis, call: ast.Call, scope: Scope) -> bool:
