@@ -819,6 +819,67 @@ def test_a_method_of_a_class_of_another_file_returns_what_it_returns_there(tmp_p
     assert alone.findings == []
 
 
+_STATE_CLASS = """
+    import dataclasses
+    import jax
+    import jax.numpy as jnp
+
+    @dataclasses.dataclass
+    class State:
+        params: jax.Array
+        steps: jax.Array
+
+        @staticmethod
+        def setup():
+            return State(params=jnp.zeros(4), steps=jnp.array(0))
+
+        def train_step(self, x):
+            return self._train_step(x)
+
+        @jax.jit
+        def _train_step(self, x):
+            loss, grads = jax.value_and_grad(lambda p: jnp.sum((x @ p) ** 2))(self.params)
+            return dataclasses.replace(self, params=self.params - grads, steps=self.steps + 1), loss
+"""
+_STATE_LOOP = """
+    def main(batches):
+        state = State.setup()
+        for batch in batches:
+            state, loss = state.train_step(batch)
+            step = int(state.steps)
+            print(step)
+"""
+
+
+def test_a_method_of_a_class_of_this_module_returns_what_its_body_returns():
+    # Reduced from a diffusion trainer of the twenty-second reading (12zzzzzzzj): `state =
+    # DDPMState.setup(cfg)`, then `state, log = state.train_step(x)`, a plain method returning a
+    # jitted method's result, and `int(state.steps)` every step. The method's result is read as
+    # a local function's would be.
+    src = textwrap.dedent(_STATE_CLASS) + textwrap.dedent(_STATE_LOOP)
+    found = [(f.code, f.line) for f in engine.check_source(src, "train.py", [registry.by_code()["JM101"]],
+                                                          lambda c: "", None, None)]
+    assert found == [("JM101", src.splitlines().index("        step = int(state.steps)") + 1)]
+
+
+def test_a_class_made_by_its_own_factory_in_another_file_is_that_class(tmp_path: Path):
+    # The same trainer as it is written: the class in the package, the loop in a script. `State.setup()`
+    # is read as making a State (a guess: possible), so `state.train_step` is State's method there.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "state.py").write_text(textwrap.dedent(_STATE_CLASS))
+    (tmp_path / "train.py").write_text("from pkg.state import State\n" + textwrap.dedent(_STATE_LOOP))
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line, f.confidence) for f in result.findings + result.possible] == [
+        ("train.py", 7, "possible")]
+    # The same finding with every rule on: a kind worked out while a loop's cycle was cut short is
+    # not kept, so no answer depends on which rule asked first (JM101 alone found nothing before).
+    every = api.review_paths([str(tmp_path)], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in every.findings if f.code == "JM101"] == [("train.py", 7)]
+
+
 def test_a_numpy_array_updated_in_place_stays_numpy():
     # NumPy's in-place operators never defer to the JAX operand: `p += g` converts g and p stays
     # NumPy, also when the loop's `p += ...` reaches itself; `q = q + g` gives a JAX array.

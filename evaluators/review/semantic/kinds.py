@@ -49,6 +49,7 @@ from jaxmem.evaluators.review.semantic.waited import method_kind, passed_kind, w
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 AXIS_SIZE = frozenset({"jax.lax.psum"})
 _NNX_SPLIT = ("flax.nnx.split", "flax.nnx.graph.split")
+_BUSY = object()  # in the kinds cache while a kind is being worked out
 # Flax NNX's metric objects: `compute()` returns device arrays (a dict of them for MultiMetric, a
 # dataclass of them for Welford), computed from the jnp arrays the metric keeps
 # (flax/nnx/training/metrics.py: `Average.compute(self) -> jax.Array`).
@@ -58,12 +59,31 @@ NNX_METRICS = ("flax.nnx.MultiMetric", "flax.nnx.metrics.", "flax.nnx.training.m
 class KindsMixin:
     # ---- bindings -----------------------------------------------------------------------
     def binding_kind(self, b: Binding, scope: Scope, strict: bool = False) -> str | None:
-        key = (b, strict)
-        if key in self._bkinds:
-            return self._bkinds[key]
-        self._bkinds[key] = None  # recursion guard: `total = total + loss` in a loop
-        k = self._binding_kind(b, scope, strict)
-        self._bkinds[key] = k
+        # `total = total + loss` in a loop reads its own binding: a cycle, cut short (_cached)
+        return self._cached(self._bkinds, (b, strict), self._binding_kind, b, scope, strict)
+
+    def _cached(self, cache: dict, key: tuple, compute, *args) -> str | None:
+        """`compute(*args)`, remembered. A key asked again while being worked out (a loop's value read
+        back into itself) reads unknown there; what was worked out below it on that path is not
+        kept (kept, it made answers depend on which rule asked first)."""
+        if key in cache:
+            k = cache[key]
+            if k is _BUSY:
+                self._khits.add(key)
+                return None
+            return k
+        cache[key] = _BUSY
+        outer, self._khits = self._khits, set()
+        try:
+            k = compute(*args)
+        finally:
+            hits = self._khits
+            hits.discard(key)
+            self._khits = outer | hits if hits else outer
+            if hits:
+                del cache[key]
+            else:
+                cache[key] = k
         return k
 
     def _binding_kind(self, b: Binding, scope: Scope, strict: bool) -> str | None:
@@ -117,12 +137,7 @@ class KindsMixin:
         """"jax" (device array or pytree of them), "np" (NumPy array), "scalar", "hostlist" (a list
         known to hold host values), "scalars" (a list of Python numbers), "list" (contents unknown),
         or None (unknown). `strict`: only what the source proves."""
-        key = (expr, strict)
-        if key in self._kcache:
-            return self._kcache[key]
-        self._kcache[key] = None
-        k = self._kcache[key] = self._kind(expr, scope, strict)
-        return k
+        return self._cached(self._kcache, (expr, strict), self._kind, expr, scope, strict)
 
     def proven(self, expr: ast.AST, scope: Scope, kind: str = "jax") -> bool:
         """The strict reading gives `kind`: every step from the source to `expr` is proven."""
@@ -339,6 +354,12 @@ class KindsMixin:
                 return recv
             if recv is None and func.attr == "compute" and self.made_by(func.value, scope, NNX_METRICS):
                 return "jax"  # `metrics = nnx.MultiMetric(...)` ... `metrics.compute()`
+            if recv is None and isinstance(func.value, ast.Name):
+                # `state.train_step(x)` on `state = State.setup(cfg)`, a class of this module: what
+                # the method returns, read as a local function's result is.
+                fn = self.resolve_def(func, scope)
+                if isinstance(fn, _FUNCS):
+                    return self.return_kind(fn, strict)
             if recv is None:  # `specter.spectralEMD(x)`, a method of a class of another file of the tree
                 return method_kind(self, func, scope, strict) or (None if strict else self._differentiated(func, scope))
         return None

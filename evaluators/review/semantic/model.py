@@ -53,8 +53,9 @@ class Analysis(CallablesMixin, KindsMixin, PartsMixin):
         # the build, bindings later in the file are not known yet.
         self._mcache: dict[tuple[ast.AST, int], tuple | None] = {}
         self.built = False
-        self._kcache: dict[tuple[ast.AST, bool], str | None] = {}
-        self._bkinds: dict[tuple[Binding, bool], str | None] = {}
+        self._kcache: dict[tuple[ast.AST, bool], object] = {}
+        self._khits: set[tuple[ast.AST, bool]] = set()  # kinds cut short by a cycle, below the one being worked out
+        self._bkinds: dict[tuple[Binding, bool], object] = {}
         self._returns: dict[tuple[ast.AST, bool], str | None] = {}
         self.memo: dict = {}  # per-file results of predicates computed outside the walk (roles)
         self.module_name: str | None = None  # dotted name in a reviewed tree, when known

@@ -68,7 +68,15 @@ def method_kind(a, func: ast.Attribute, scope, strict: bool) -> str | None:
     if a.project is None or not isinstance(func.value, ast.Name):
         return None
     cls = a.constructor_of(func.value, scope)
-    return a.project_return_kind(f"{cls}.{func.attr}", strict) if cls is not None else None
+    if cls is None:
+        return None
+    got = a.project_return_kind(f"{cls}.{func.attr}", strict)
+    owner = cls.rpartition(".")[0]
+    if got is None and not strict and owner:
+        # `state = DDPMState.setup(cfg)`: a factory on the class, read as making one of it (a guess:
+        # a static method may return anything), so `state.train_step(x)` is that class's method.
+        got = a.project_return_kind(f"{owner}.{func.attr}", strict)
+    return got
 
 
 def passed_kind(a, b) -> str | None:
