@@ -880,6 +880,52 @@ def test_a_class_made_by_its_own_factory_in_another_file_is_that_class(tmp_path:
     assert [(Path(f.path).name, f.line) for f in every.findings if f.code == "JM101"] == [("train.py", 7)]
 
 
+def test_a_jitted_method_of_a_class_made_by_its_factory_elsewhere_is_the_step(tmp_path: Path):
+    # Reduced from a behaviour-cloning trainer of the twenty-second reading (12zzzzzzzh): `agent =
+    # BCAgent.create(...)` of the package, `agent, info = agent.update(batch)` (a jitted method) and
+    # `float(info["loss"])` every step, beside a validation loop run every N steps. Unless the call
+    # is known as the step, the outer loop read as an epoch loop (its nested loop runs JAX work)
+    # and every read in it as once per epoch.
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "agent.py").write_text(textwrap.dedent("""
+        import dataclasses
+        import jax
+        import jax.numpy as jnp
+
+        @dataclasses.dataclass
+        class Agent:
+            params: jax.Array
+
+            @classmethod
+            def create(cls, seed):
+                return cls(params=jax.random.normal(jax.random.PRNGKey(seed), (4,)))
+
+            @jax.jit
+            def update(self, batch):
+                loss, grads = jax.value_and_grad(lambda p: jnp.sum((batch @ p) ** 2))(self.params)
+                return dataclasses.replace(self, params=self.params - grads), {"loss": loss}
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import jax.numpy as jnp
+        from pkg.agent import Agent
+
+        def main(loader, val_batches, steps, eval_every):
+            agent = Agent.create(0)
+            losses = []
+            for step in range(steps):
+                agent, info = agent.update(next(loader))
+                losses.append(float(info["loss"]))
+                if step % eval_every == 0:
+                    for val in val_batches:
+                        print(jnp.sum(val @ agent.params))
+    """))
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in result.findings] == [("train.py", 10)]
+
+
 def test_a_numpy_array_updated_in_place_stays_numpy():
     # NumPy's in-place operators never defer to the JAX operand: `p += g` converts g and p stays
     # NumPy, also when the loop's `p += ...` reaches itself; `q = q + g` gives a JAX array.

@@ -151,7 +151,7 @@ class CallablesMixin:
             if made_by is not None:
                 # `model = GPT(cfg)` of a class of another file of the tree: its jitted methods and
                 # the jitted callables its methods store (`self.model_step = jax.jit(...)`).
-                facts = self.project.function(f"{made_by}.{func.attr}") if self.project is not None else None
+                facts = self.made_facts(made_by, func.attr)
                 if facts is not None and facts.jit is not None:
                     return replace(facts.jit.as_method(), exact=False)
                 return None  # `env = catch.Catch()`: an instance of a library class, not one of ours

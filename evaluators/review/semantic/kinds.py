@@ -44,15 +44,14 @@ from jaxmem.evaluators.review.semantic.names import (
     pos,
 )
 from jaxmem.evaluators.review.semantic.scopes import Binding, Scope, callee_key
-from jaxmem.evaluators.review.semantic.waited import method_kind, passed_kind, waited_kind
+from jaxmem.evaluators.review.semantic.waited import method_kind, passed_kind, project_kind, waited_kind
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 AXIS_SIZE = frozenset({"jax.lax.psum"})
 _NNX_SPLIT = ("flax.nnx.split", "flax.nnx.graph.split")
-_BUSY = object()  # in the kinds cache while a kind is being worked out
-# Flax NNX's metric objects: `compute()` returns device arrays (a dict of them for MultiMetric, a
-# dataclass of them for Welford), computed from the jnp arrays the metric keeps
-# (flax/nnx/training/metrics.py: `Average.compute(self) -> jax.Array`).
+_BUSY = object()  # in a kinds cache while that kind is being worked out
+# Flax NNX's metric objects: `compute()` returns device arrays (a dict of them for MultiMetric),
+# from the jnp arrays the metric keeps (flax/nnx/training/metrics.py: `Average.compute -> jax.Array`).
 NNX_METRICS = ("flax.nnx.MultiMetric", "flax.nnx.metrics.", "flax.nnx.training.metrics.")
 
 
@@ -396,5 +395,4 @@ class KindsMixin:
 
     def project_return_kind(self, qualname: str, strict: bool) -> str | None:
         """A function imported from another file of the reviewed tree (project.py): its return kind."""
-        facts = self.project.function(qualname) if self.project is not None else None
-        return None if facts is None else facts.returns_strict if strict else facts.returns
+        return project_kind(self.project.function(qualname) if self.project is not None else None, strict)

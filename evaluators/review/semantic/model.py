@@ -260,6 +260,16 @@ class Analysis(CallablesMixin, KindsMixin, PartsMixin):
         return any((self.qualname(c.func) or "").startswith(prefixes)
                    for c in (self.attr_makers(expr, scope) if isinstance(expr, ast.Attribute) else ()))
 
+    def made_facts(self, made_by: str, attr: str, guess: bool = True):
+        """Project facts of `attr` on an instance that `made_by(...)` made (a class of another file
+        of the tree); with `guess`, `C.setup(...)` with no such facts is read as making a C (a
+        factory on the class: a guess, since a static method may return anything)."""
+        facts = self.project.function(f"{made_by}.{attr}") if self.project is not None else None
+        owner = made_by.rpartition(".")[0]
+        if facts is None and guess and owner and self.project is not None:
+            facts = self.project.function(f"{owner}.{attr}")
+        return facts
+
     def constructor_of(self, recv: ast.Name, scope: Scope) -> str | None:
         """`timer = utils.Timer()`: the qualified name of the imported class a receiver was made
         from (for facts of its methods in another file of the tree)."""

@@ -70,13 +70,17 @@ def method_kind(a, func: ast.Attribute, scope, strict: bool) -> str | None:
     cls = a.constructor_of(func.value, scope)
     if cls is None:
         return None
-    got = a.project_return_kind(f"{cls}.{func.attr}", strict)
-    owner = cls.rpartition(".")[0]
-    if got is None and not strict and owner:
-        # `state = DDPMState.setup(cfg)`: a factory on the class, read as making one of it (a guess:
-        # a static method may return anything), so `state.train_step(x)` is that class's method.
-        got = a.project_return_kind(f"{owner}.{func.attr}", strict)
-    return got
+    # `state = DDPMState.setup(cfg)`: a factory on the class, read as making one of it (a guess,
+    # never strict), so `state.train_step(x)` is that class's method (model.made_facts).
+    return project_kind(a.made_facts(cls, func.attr, guess=not strict), strict)
+
+
+def project_kind(facts, strict: bool) -> str | None:
+    """What a function of another file of the tree returns, by its facts: device arrays for a
+    jitted callable (strict: one known exactly), else its recorded return kind."""
+    if facts is not None and facts.jit is not None:
+        return "jax" if facts.jit.exact or not strict else None
+    return None if facts is None else facts.returns_strict if strict else facts.returns
 
 
 def passed_kind(a, b) -> str | None:
