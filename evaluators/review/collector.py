@@ -8,12 +8,11 @@ the review's CPU time. Here the collector runs between files, on the young gener
 recursive closures; test_collector checks a review's garbage): reference counting frees a file's
 objects as soon as its review ends (a memo cycle that outlived `release` once kept every tree
 until the next pass), so what survives a young pass between files is what the batch keeps on
-purpose (the tree's imported
-modules, their facts and models). Those survivors are frozen, as the imports are at the start:
-a later pass never traces them again. Full passes every hundred files had cost an eighth of a
-one-job review of the vendored code (0.76 s of 5.9 s) and found almost nothing (588 objects in 8
-passes); whatever cycle a frozen object joins is collected once the batch ends and the collector
-is restored.
+purpose (the tree's imported modules, their facts and models). Those survivors are frozen, as the
+imports are at the start: a later pass never traces them again. Full passes every hundred files
+had cost an eighth of a one-job review of the vendored code (0.76 s of 5.9 s) and found almost
+nothing (588 objects in 8 passes); whatever cycle a frozen object joins is collected once the
+batch ends and the collector is restored.
 """
 from __future__ import annotations
 

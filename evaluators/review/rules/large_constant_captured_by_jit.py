@@ -8,9 +8,9 @@ What it does
       file, read as a global;
     - an array loaded from a file (a data set, a checkpoint's weights: `np.load`,
       `scipy.io.loadmat`, `pickle.load`, a restored checkpoint, a Transformers Flax model's
-      `from_pretrained`, or a helper of the reviewed tree that calls one) in an enclosing function or the module, read inside as an array (indexed,
-      through an attribute such as `.params`, an operand of a JAX operation, or the parameters
-      handed to a network's `apply`);
+      `from_pretrained`, or a helper of the reviewed tree that calls one) in an enclosing
+      function or the module, read inside as an array (indexed, through an attribute such as
+      `.params`, an operand of a JAX operation, or the parameters handed to a network's `apply`);
     - a file read inside the jitted function itself, which runs once while it is traced;
     - a Flax NNX module passed as a static argument (a jitted method of an NNX network class
       that marks its instance static, or a static parameter annotated with such a class): its

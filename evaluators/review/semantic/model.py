@@ -54,7 +54,7 @@ class Analysis(CallablesMixin, KindsMixin, PartsMixin):
         self._mcache: dict[tuple[ast.AST, int], tuple | None] = {}
         self.built = False
         self._kcache: dict[tuple[ast.AST, bool], object] = {}
-        self._khits: set[tuple[ast.AST, bool]] = set()  # kinds cut short by a cycle, below the one being worked out
+        self._khits: set[tuple] = set()  # kinds cut short by a cycle, below the one being worked out
         self._bkinds: dict[tuple[Binding, bool], object] = {}
         self._returns: dict[tuple[ast.AST, bool], str | None] = {}
         self.memo: dict = {}  # per-file results of predicates computed outside the walk (roles)
@@ -264,10 +264,12 @@ class Analysis(CallablesMixin, KindsMixin, PartsMixin):
         """Project facts of `attr` on an instance that `made_by(...)` made (a class of another file
         of the tree); with `guess`, `C.setup(...)` with no such facts is read as making a C (a
         factory on the class: a guess, since a static method may return anything)."""
-        facts = self.project.function(f"{made_by}.{attr}") if self.project is not None else None
+        if self.project is None:
+            return None
+        facts = self.project.function(f"{made_by}.{attr}")
         owner = made_by.rpartition(".")[0]
-        if facts is None and guess and owner and self.project is not None:
-            facts = self.project.function(f"{owner}.{attr}")
+        if facts is None and guess and owner and not self.project.names_module(owner):
+            facts = self.project.function(f"{owner}.{attr}")  # not `utils.make_state(...)`: a module's function
         return facts
 
     def constructor_of(self, recv: ast.Name, scope: Scope) -> str | None:

@@ -222,6 +222,10 @@ class Project:
         kept = self._kept.pop(resolved, None)
         return (kept[1], kept[2]) if kept is not None and kept[0] == source else (None, None)
 
+    def names_module(self, dotted: str) -> bool:
+        """`dotted` is a module of the reviewed tree (not a class or a function in one)."""
+        return self._module_for(dotted) is not None
+
     def module_of(self, path: str) -> str | None:
         return self._by_path.get(self.real(path))
 
