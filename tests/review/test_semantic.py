@@ -926,6 +926,42 @@ def test_a_jitted_method_of_a_class_made_by_its_factory_elsewhere_is_the_step(tm
     assert [(Path(f.path).name, f.line) for f in result.findings] == [("train.py", 10)]
 
 
+def test_each_jitted_step_a_factory_of_another_file_returns_in_a_tuple_is_known(tmp_path: Path):
+    # Reduced from a GenCast trainer of the twenty-second reading (12zzzzzzzg): `train_step,
+    # eval_step = make_jitted_steps(...)` of a helper module (two `@nnx.jit` defs returned as a
+    # tuple), then `float(loss)` of the train step's loss every step.
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""
+        import jax
+        import jax.numpy as jnp
+
+        def make_steps(scale):
+            @jax.jit
+            def train_step(params, batch):
+                loss, grads = jax.value_and_grad(lambda p: jnp.sum((batch @ p) ** 2) * scale)(params)
+                return params - grads, loss
+
+            @jax.jit
+            def eval_step(params, batch):
+                return jnp.sum(batch @ params)
+
+            return train_step, eval_step
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        from helpers import make_steps
+
+        def main(params, batches):
+            train_step, eval_step = make_steps(0.1)
+            total = 0.0
+            for batch in batches:
+                params, loss = train_step(params, batch)
+                total += float(loss)
+            return params, total
+    """))
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in result.findings] == [("train.py", 9)]
+
+
 def test_a_numpy_array_updated_in_place_stays_numpy():
     # NumPy's in-place operators never defer to the JAX operand: `p += g` converts g and p stays
     # NumPy, also when the loop's `p += ...` reaches itself; `q = q + g` gives a JAX array.

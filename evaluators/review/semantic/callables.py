@@ -256,7 +256,7 @@ class CallablesMixin:
         if b.how == "import":
             facts = self.project.function(self.qualname(func) or "")
             return facts.jit if facts is not None else None
-        if b.how == "assign" and b.index is None and isinstance(b.value, ast.Call):
+        if b.how == "assign" and isinstance(b.value, ast.Call):
             func = b.value.func
             q = self.qualname(func)
             if q is None and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
@@ -265,7 +265,12 @@ class CallablesMixin:
                 cls = self.constructor_of(func.value, scope) or self.annotated_class(func.value, scope)
                 q = f"{cls}.{func.attr}" if cls is not None else None
             facts = self.project.function(q) if q else None
-            return facts.makes_jit if facts is not None else None
+            if facts is None:
+                return None
+            if b.index is None:
+                return facts.makes_jit
+            # `train_step, eval_step = make_steps(...)`: the jitted callable in that position
+            return facts.makes_jits[b.index] if b.index < len(facts.makes_jits) else None
         return None
 
     def decorator_qualname(self, dec: ast.AST) -> str | None:

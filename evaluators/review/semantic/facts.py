@@ -31,5 +31,6 @@ class FunctionFacts:
     signature: tuple[tuple[str, ...], str | None] = ((), None)
     periodic: bool = False  # answers a periodic test (`itstime(step, every_n)`): branches.periodic_predicate
     parts: tuple[str | None, ...] = ()  # per position of the tuple it returns: kinds.returned_parts
+    makes_jits: tuple[JitInfo | None, ...] = ()  # per position of that tuple: the jitted callable there
     host_reads: bool = False  # its body copies device values to the host somewhere (hostreads.py)
     one_step: bool = False  # one training step per call (training.steps_once): a loop calling it steps

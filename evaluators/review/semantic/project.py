@@ -346,14 +346,16 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
         if b.how == "def" and isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             fn = b.node
             inner = a.scopes.get(fn)
+            parts = a.returned_parts(fn)
             out[name] = FunctionFacts(
                 jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
                 trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None),
+                makes_jits=tuple(semantic.returned_jit(a, fn, i) for i in range(len(parts))),
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
                 loads=mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
                 converts=tuple(helpers.converted_params(a, fn).items()) if mentions(lines, fn, CONVERT_WORDS) else (),
                 signature=helpers.signature(fn), periodic=mentions(lines, fn, ("%",)) and periodic_predicate(fn),
-                parts=a.returned_parts(fn), host_reads=mentions(lines, fn, HOST_READ_WORDS) and reads_host(a, fn),
+                parts=parts, host_reads=mentions(lines, fn, HOST_READ_WORDS) and reads_host(a, fn),
                 one_step=steps_once(fn, At(a, inner or scope)))
         elif b.how == "assign" and b.factory is not None:
             out[name] = FunctionFacts(jit=None, returns=None, returns_strict=None, trains=False, jit_maker=b.factory)
