@@ -202,10 +202,10 @@ def write_precision(readings: list[Path]) -> Path:
     before anyone tuned on that reading), summed over the readings: those the model proved, shown
     as sure or, for a rule its record had demoted, as possible (`proven`; readings judged before
     that field existed say only what was shown, `confidence`)."""
-    from jaxmem.evaluators.review import engine, registry
+    from jaxmem.evaluators.review import parse_errors, registry
 
     starts = {r.code: r.record_from for r in registry.all_rules() if r.record_from}
-    starts[engine.PARSE_ERROR_CODE] = engine.PARSE_ERROR_RECORD_FROM  # not a Rule: its restart lives there
+    starts[parse_errors.PARSE_ERROR_CODE] = parse_errors.PARSE_ERROR_RECORD_FROM  # not a Rule: its restart lives there
     totals: dict[str, Counter] = defaultdict(Counter)
     names = []
     for reading in readings:

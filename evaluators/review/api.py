@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from jaxmem.core.fences import chat_code_blocks
-from jaxmem.evaluators.review import collector, dynamic, engine, inputs, notebook, registry, workers
+from jaxmem.evaluators.review import collector, dynamic, engine, inputs, notebook, parse_errors, registry, workers
 from jaxmem.evaluators.review.config import DEFAULT_MAX_BYTES
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.formats import FORMATS, format_json, format_markdown, format_sarif, format_text
@@ -107,7 +107,7 @@ def review_notebook(text: str, path: str, rules: Sequence[Rule], card_url: Calla
     try:
         nb = notebook.load(text)
     except notebook.NotebookError as exc:
-        return [engine.parse_error(path, SyntaxError(f"notebook {exc}"), [], card_url)]
+        return [parse_errors.parse_error(path, SyntaxError(f"notebook {exc}"), [], card_url)]
     code_bytes = len(nb.source.encode("utf-8"))
     if max_bytes is not None and code_bytes > max_bytes:
         if notes is not None:

@@ -4,28 +4,17 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import sys
 from collections.abc import Callable, Iterable
 
-from jaxmem.evaluators.review import calibration, notebook, semantic
+from jaxmem.evaluators.review import notebook, semantic
 from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from jaxmem.evaluators.review.finding import Finding, Note
+from jaxmem.evaluators.review.parse_errors import NEWER_FIX, newer_syntax, parse_error, repl_transcript
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.semantic import iterations, jax_use, loops, roles
+from jaxmem.evaluators.review.semantic import iterations, jax_use, loops, roles, switches
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
 from jaxmem.evaluators.review.semantic.walk import At
 
-PARSE_ERROR_CODE = "JM001"
-# JM001's record on unseen code restarts here (see Rule.record_from): its only wrong findings, 6 on
-# 12zb, were git symbolic links checked out as text files, now a note (inputs._symlink_text).
-PARSE_ERROR_RECORD_FROM = "unseen-2026-12zd"
-_PY = f"{sys.version_info.major}.{sys.version_info.minor}"
-# Syntax a newer Python accepts and this one rejects: (regex on the failing line, version, what).
-_NEWER_SYNTAX = (
-    (re.compile(r"^\s*type\s+\w+\s*[\[=]"), (3, 12), "PEP 695 type aliases"),
-    (re.compile(r"^\s*(async\s+)?def\s+\w+\s*\["), (3, 12), "PEP 695 generic functions"),
-    (re.compile(r"^\s*class\s+\w+\s*\["), (3, 12), "PEP 695 generic classes"),
-)
 _FUNC_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda})
 _LOOPS = frozenset(LOOP_TYPES)
 _COMPS = frozenset(COMPREHENSIONS)
@@ -91,6 +80,9 @@ class _Walker:
         elif t is ast.With and loops.raises_block(node, ctx.analysis):
             for item in node.items:  # the body is expected to raise: nothing in it is a cost
                 self.walk(item.context_expr)
+        elif t is ast.If and switches.switched_off(node.test, ctx.analysis, ctx.scope):
+            self.walk(node.test)  # `if config["DEBUG"]:` with the key off everywhere: never runs
+            self.body(node.orelse)
         elif t is ast.Attribute and t not in self.loop_dispatch:
             # `jax.numpy.zeros`: a dotted chain has nothing below it for rules but its base,
             # which is usually a Name (skipped) or a call (`f(x).block_until_ready`).
@@ -184,7 +176,7 @@ class _Walker:
 
 def live(stmts: list[ast.stmt], analysis) -> list[ast.stmt]:
     """The statements of a block that can run: none after one that always leaves it (`return`,
-    `raise`, `break`, `continue`, or `exit()` / `sys.exit()`, which ends a script mid-file)."""
+    `raise`, `break`, `continue`, `exit()`)."""
     for i, stmt in enumerate(stmts[:-1]):
         if isinstance(stmt, ast.Continue) or iterations.ends_loop(stmt, analysis):
             return stmts[:i + 1]
@@ -345,56 +337,3 @@ def mark_per_step(analysis: semantic.Analysis) -> None:
             found = roles.step_method(analysis, scope)
             if found is not None:
                 scope.per_step, scope.step_role = found.call, found
-
-
-def newer_syntax(exc: Exception, lines: list[str]) -> str | None:
-    """A note naming the Python version a file needs, when the error is newer syntax."""
-    line = getattr(exc, "lineno", None) or 0
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    for pattern, version, what in _NEWER_SYNTAX:  # noqa: B007 (`what` is read after the break)
-        if sys.version_info < version and pattern.search(text):
-            break
-    else:
-        msg = getattr(exc, "msg", "") or ""
-        if sys.version_info < (3, 12) and msg.startswith("f-string"):
-            version, what = (3, 12), "PEP 701 f-strings"
-        else:
-            return None
-    need = f"{version[0]}.{version[1]}"
-    return (f"line {line}: {what} need Python {need} or newer to parse; this reviewer runs on Python {_PY}, "
-            f"so the file was not reviewed (run jaxmem on Python {need}+ to review it)")
-
-
-_PROMPT = re.compile(r"^\s*>>>( |$)")
-
-
-def repl_transcript(exc: Exception, lines: list[str]) -> str | None:
-    """A note when the source is an interactive session pasted as it was shown (`>>> f(x)` and
-    its printed output: slides, docs): not a program with a syntax error, and nothing to review."""
-    line = getattr(exc, "lineno", None) or 0
-    # Where the parser stopped: a prompt outside any string (one in a docstring parses).
-    if 0 < line <= len(lines) and _PROMPT.match(lines[line - 1]):
-        return "a Python REPL transcript (`>>>` prompts and printed output), not a script: not reviewed"
-    return None
-
-
-NEWER_FIX = "Review the file with a newer Python, or exclude it."
-
-
-def parse_error(path: str, exc: Exception, lines: list[str], card_url: Callable[[str], str],
-                newer: str | None = None, fix: str = NEWER_FIX) -> Finding:
-    """A JM001 finding: an error, or with `newer` (a note: newer syntax, a REPL transcript) an info."""
-    line = getattr(exc, "lineno", None) or 1
-    col = getattr(exc, "offset", None) or 1
-    msg = getattr(exc, "msg", None) or str(exc)
-    src = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-    if newer is not None:
-        return Finding(path=path, line=line, col=col, code=PARSE_ERROR_CODE, name="syntax-error",
-                       message=newer, severity="info", topic="", fix=fix, url="", source_line=src)
-    # A syntax error is certain; whether it is worth showing is what the calibration measured on
-    # unseen code (mostly Python 2 scripts and snippets nobody runs), as for every rule.
-    sure = PARSE_ERROR_CODE not in calibration.demoted()
-    return Finding(path=path, line=line, col=col, code=PARSE_ERROR_CODE, name="syntax-error",
-                   message=f"cannot parse with Python {_PY}: {msg}; the file was not reviewed", severity="error",
-                   topic="", fix="Fix the syntax error (or exclude the file) and review again.",
-                   url="", source_line=src, confidence="sure" if sure else "possible")

@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
-from jaxmem.evaluators.review.engine import PARSE_ERROR_CODE
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.measured import RULES as MEASURED_RULES
+from jaxmem.evaluators.review.parse_errors import PARSE_ERROR_CODE
 from jaxmem.evaluators.review.rule import Rule
 
 FORMATS = ("text", "json", "sarif", "markdown")

@@ -1937,3 +1937,31 @@ def test_a_factory_method_of_a_class_of_another_file_gives_its_result_the_jit(tm
     info = a.jit_info(expr_at(tree, 8, "train_step"), scope_at(a, 8))
     assert info is not None and info.maker == "jax.jit"
     assert a.jit_info(expr_at(tree, 6, "builder.make_state"), scope_at(a, 6)) is None
+
+
+def test_a_switch_is_off_only_while_every_dict_it_can_read_keeps_the_key_off():
+    from jaxmem.evaluators.review.semantic.switches import switched_off
+
+    def off(src: str) -> bool:
+        tree = ast.parse(src)
+        a = semantic.build(tree, src.splitlines())
+        test = next(n.test for n in ast.walk(tree) if isinstance(n, ast.If))
+        scope = next(s for node, s in a.scopes.items() if node is not tree and test in ast.walk(node))
+        return switched_off(test, a, scope)
+
+    base = textwrap.dedent("""
+        def make(config):
+            def step(x):
+                if config["DEBUG"]:
+                    print(x)
+                return x
+            return step
+        cfg = {"DEBUG": False, "lr": 0.1}
+        f = make(cfg)
+    """)
+    assert off(base)
+    assert not off(base + 'g = make({"DEBUG": True})\n')  # one caller turns it on
+    assert not off(base + 'cfg["DEBUG"] = True\n')  # the key changed after the dict was built
+    assert not off(base + "cfg.update(other)\n")  # any key may change
+    assert not off(base.replace('{"DEBUG": False, "lr": 0.1}', '{**defaults, "lr": 0.1}'))
+    assert off(base + 'cfg["lr"] = 0.2\n')  # another key: the switch stays off

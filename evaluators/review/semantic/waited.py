@@ -92,7 +92,7 @@ def passed_kind(a, b) -> str | None:
     fn = b.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    calls = _calls_by_name(a).get(fn.name)
+    calls = calls_by_name(a).get(fn.name)
     if not calls:
         return None
     positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
@@ -108,7 +108,7 @@ def passed_kind(a, b) -> str | None:
     return "jax"
 
 
-def _calls_by_name(a) -> dict[str, list]:
+def calls_by_name(a) -> dict[str, list]:
     """Function name -> (call, scope) for the module's calls of a bare name."""
     memo = a.memo
     if "calls_by_name" not in memo:
