@@ -2,8 +2,10 @@
 
 What it does
     Flags `float(x)`, `int(x)`, `bool(x)`, `x.item()` and `x.tolist()` on a JAX array inside a
-    Python loop that runs eagerly (not under jit), and writing a JAX array into an element of a
-    NumPy array there (`losses[i] = loss`: NumPy converts it on the host, as `float` does).
+    Python loop that runs eagerly (not under jit), writing a JAX array into an element of a
+    NumPy array there (`losses[i] = loss`: NumPy converts it on the host, as `float` does), and
+    slicing with a JAX value as a bound (`tokens[i:i + n]`: a slice needs Python ints, so the
+    bound is read with `__index__`, as `int(i)` would be).
 
 Why is this bad
     JAX dispatches work asynchronously. Reading a value on the host waits for every queued
@@ -65,8 +67,10 @@ class HostScalarConversionInLoop(Rule):
                        "it on the host, a device->host sync every iteration")
     helper_message = ("`{call}` is handed JAX array `{what}` in a loop and `{callee}` converts it with `{how}`: "
                       "a device->host sync every iteration")
-    node_types = (ast.Call, ast.Assign, ast.AugAssign)
-    requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(', '] =', '] +=', ' +=', ' -=', ' *=')
+    slice_message = ("`{what}` slices with JAX value `{bound}` in a loop: Python makes it an int on the host "
+                     "(`__index__`), a device->host sync every iteration")
+    node_types = (ast.Call, ast.Assign, ast.AugAssign, ast.Subscript)
+    requires = ('float(', 'int(', 'bool(', 'complex(', '.item(', '.tolist(', '] =', '] +=', ' +=', ' -=', ' *=', ':')
     only_in_host_loops = True
     # Its sure findings on 12b-12i's first runs: 6 right, 4 wrong, and all 4 wrong ones on 12i were
     # one cause: reads of an action a host environment needs (in a rollout helper whose parameter
@@ -94,6 +98,9 @@ class HostScalarConversionInLoop(Rule):
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         if not (ctx.host_loop or ctx.per_step_body):
+            return
+        if isinstance(node, ast.Subscript):
+            self._slice_bound(node, ctx)
             return
         if not isinstance(node, ast.Call):
             self._item_write(node, ctx)
@@ -127,6 +134,21 @@ class HostScalarConversionInLoop(Rule):
             # Whether the loop is hot is not seen here: reported, never proven.
             ctx.report(self, node, message=self.element_message, what=what, array=describe(array),
                        fix=self.element_fix, sure=False)
+
+    def _slice_bound(self, node: ast.Subscript, ctx: Ctx) -> None:
+        """`data[i:i + seq_len]` where `i` is a device scalar (`for i in jax.random.randint(...)`):
+        a slice needs Python ints, so each bound is read on the host as `int(i)` would be, whatever
+        is sliced (a list, a string, a NumPy or an eager JAX array)."""
+        sl = node.slice
+        if not isinstance(sl, ast.Slice):
+            return
+        bound = next((b for b in (sl.lower, sl.upper, sl.step) if b is not None and ctx.kind(b) == "jax"), None)
+        if bound is None or periodic(ctx, sync=False) or periodic(ctx) or not_per_step(ctx, READ_WORDS):
+            return
+        how = per_step_read(ctx, [bound])
+        if how is not None:
+            ctx.report(self, node, message=self.slice_message, what=describe(node), bound=describe(bound),
+                       sure=how == "sure")
 
     def _item_write(self, node: ast.Assign | ast.AugAssign, ctx: Ctx) -> None:
         """`losses[i] = loss`: NumPy's __setitem__ converts the device value on the host
