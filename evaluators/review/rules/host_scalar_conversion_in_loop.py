@@ -143,7 +143,7 @@ class HostScalarConversionInLoop(Rule):
         if not isinstance(sl, ast.Slice):
             return
         bound = next((b for b in (sl.lower, sl.upper, sl.step) if b is not None and ctx.kind(b) == "jax"), None)
-        if bound is None or periodic(ctx, sync=False) or periodic(ctx) or not_per_step(ctx, READ_WORDS):
+        if bound is None or periodic(ctx) or not_per_step(ctx, READ_WORDS):  # periodic(sync=False) is within
             return
         how = per_step_read(ctx, [bound])
         if how is not None:

@@ -110,8 +110,9 @@ class PrintArrayInLoop(Rule):
         for value in values:
             if isinstance(value, ast.JoinedStr) or _str_format(value):
                 continue  # the f-string or `.format` call itself is checked (and reported) on its own
-            held = ctx.kind(value) != "jax" and _holds_device_values(value, ctx)
-            if held or ctx.kind(value) == "jax":
+            device = ctx.kind(value) == "jax"
+            held = not device and _holds_device_values(value, ctx)
+            if device or held:
                 if not periodic(ctx) and not not_per_step(ctx, ("print", "format", "log")):
                     how = per_step_read(ctx, [value])
                     if how is not None:

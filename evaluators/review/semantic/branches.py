@@ -8,7 +8,7 @@ import re
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.model import Analysis
-from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, TIMERS, pos
+from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, TIMERS, passed_argument, pos
 from jaxmem.evaluators.review.semantic.scopes import Scope
 from jaxmem.evaluators.review.semantic.sizes import SMALL_LOOP, int_value, trip_count
 from jaxmem.evaluators.review.semantic.walk import Walk
@@ -171,16 +171,9 @@ def _counter_passed(b, analysis: Analysis) -> bool:
     call, caller = (callee.per_step, callee.per_step_scope) if callee is not None else (None, None)
     if not isinstance(call, ast.Call) or caller is None or caller is callee:
         return False
-    fn = b.node
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if not isinstance(b.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
-    if positional[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
-        positional = positional[1:]  # `self.train_epoch(...)`: the call does not pass `self`
-    at = positional.index(b.name) if b.name in positional else None
-    args = call.args if not any(isinstance(a, ast.Starred) for a in call.args) else []
-    arg = args[at] if at is not None and at < len(args) else next(
-        (k.value for k in call.keywords if k.arg == b.name), None)
+    arg = passed_argument(call, b.node, b.name, receiver=isinstance(call.func, ast.Attribute))
     return isinstance(arg, ast.Name) and _counter(arg, analysis, caller)
 
 

@@ -335,3 +335,18 @@ def named_for_training(func: ast.AST) -> bool:
     """`train_step`, `train_epoch`, `update`, `gan.update`, `fit_batch`: named as a training step."""
     name = last_name(func).lower()
     return any(h in name for h in TRAINING_STEP_HINTS)
+
+
+def passed_argument(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+                    receiver: bool = False) -> ast.AST | None:
+    """The expression `call` passes for parameter `name` of `fn`: by position, else by keyword;
+    None where it passes none (after a `*` splat, positions are not known: keywords only).
+    `receiver`: the call is `obj.method(...)`, which does not pass `self`/`cls` itself."""
+    positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
+    if receiver and positional[:1] in (["self"], ["cls"]):
+        positional = positional[1:]
+    args = [] if any(isinstance(a, ast.Starred) for a in call.args) else call.args
+    at = positional.index(name) if name in positional else None
+    if at is not None and at < len(args):
+        return args[at]
+    return next((k.value for k in call.keywords if k.arg == name), None)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic.names import pos
+from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic.names import passed_argument, pos
 from jaxmem.evaluators.review.semantic.waited import calls_by_name
 
 _MISSING = object()  # `config["K"]` with no such key raises: not a switch that is off
@@ -73,13 +74,10 @@ def _passed_off(a, b, key: str, default, depth: int) -> bool:
     calls = calls_by_name(a).get(fn.name)
     if not calls:
         return False
-    positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
-    at = positional.index(b.name) if b.name in positional else None
     for call, caller in calls:
         if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
-            return False
-        arg = call.args[at] if at is not None and at < len(call.args) else next(
-            (k.value for k in call.keywords if k.arg == b.name), None)
+            return False  # what a splat passes is not read here
+        arg = passed_argument(call, fn, b.name)
         if isinstance(arg, ast.Dict):
             if not _dict_off(arg, key, default):
                 return False
@@ -93,7 +91,7 @@ def _dict_off(d: ast.Dict, key: str, default) -> bool:
         return False  # `{**base, ...}`: what `base` holds is not read here
     for k, v in zip(d.keys, d.values):
         if _text(k) and k.value == key:
-            return isinstance(v, ast.Constant) and v.value in (False, 0, None, "") and v.value is not True
+            return isinstance(v, ast.Constant) and v.value in (False, 0, None, "")
     return default is not _MISSING and not default
 
 
@@ -103,7 +101,7 @@ def _changed(a) -> frozenset[tuple[str, str | None]]:
     memo = a.memo
     if "switch_changed" not in memo:
         out = set()
-        for n in ast.walk(a.tree):
+        for n in astutil.walk(a.tree):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
             for t in targets:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):

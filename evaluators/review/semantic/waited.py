@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic.names import JAX_ARRAY_PREFIXES, JAX_LIBRARIES, KNOWN_BY_NAME, pos
+from jaxmem.evaluators.review.semantic.names import (
+    JAX_ARRAY_PREFIXES,
+    JAX_LIBRARIES,
+    KNOWN_BY_NAME,
+    passed_argument,
+    pos,
+)
 
 # Packages whose functions return host values as often as device arrays: one waited result says
 # nothing about their other functions. (JAX and NumPy never get here: KNOWN_BY_NAME.)
@@ -95,12 +101,9 @@ def passed_kind(a, b) -> str | None:
     calls = calls_by_name(a).get(fn.name)
     if not calls:
         return None
-    positional = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
-    at = positional.index(b.name) if b.name in positional else None
     for call, scope in calls:
-        arg = call.args[at] if at is not None and at < len(call.args) else next(
-            (k.value for k in call.keywords if k.arg == b.name), None)
-        if arg is None or isinstance(arg, ast.Starred):
+        arg = passed_argument(call, fn, b.name)
+        if arg is None:
             return None
         q = a.qualname(arg)
         if not (q is not None and q.startswith(JAX_ARRAY_PREFIXES) or a.jit_info(arg, scope) is not None):
