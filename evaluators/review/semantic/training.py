@@ -13,7 +13,14 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.helpers import own_nodes
-from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, GRADIENT_TRANSFORMS, last_name, named_for_training, pos
+from jaxmem.evaluators.review.semantic.names import (
+    COMPILED_BODIES,
+    EAGER_LOOPS,
+    GRADIENT_TRANSFORMS,
+    last_name,
+    named_for_training,
+    pos,
+)
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 GRADIENT_CALLS = frozenset({"grad", "value_and_grad", "vjp", "filter_grad", "filter_value_and_grad",
@@ -95,7 +102,8 @@ def _gradient_call(call: ast.Call) -> bool:
 
 
 def trains(fn, ctx: Walk, depth: int = 0) -> bool:
-    """The function computes gradients or applies an optimizer, in its body or one call deep.
+    """The function computes gradients or applies an optimizer, in its body or one call deep, or
+    in a body it hands to a compiled loop or branch.
     The answer depends on the function alone, so it is worked out once per file (rules and the
     facts of an imported module ask it of the same functions many times)."""
     if fn is None:
@@ -103,20 +111,43 @@ def trains(fn, ctx: Walk, depth: int = 0) -> bool:
     memo = ctx.analysis.memo.setdefault("trains", {})
     key = (fn, depth)
     if key not in memo:
+        memo[key] = False  # a body that scans its caller again reads "no" while it is worked out
         memo[key] = _trains(fn, ctx, depth)
     return memo[key]
 
 
 def _trains(fn, ctx: Walk, depth: int) -> bool:
-    scope = ctx.analysis.scopes.get(fn, ctx.analysis.module_scope)
-    for n in calls_in(fn, ctx.analysis):
+    a = ctx.analysis
+    scope = a.scopes.get(fn, a.module_scope)
+    for n in calls_in(fn, a):
         if _gradient_call(n):
             return True
         if depth == 0:
-            callee = ctx.analysis.resolve_def(n.func, scope)
+            callee = a.resolve_def(n.func, scope)
             if callee is not None and callee is not fn and trains(callee, ctx, 1):
                 return True
+            if callee is None and a.project is not None and isinstance(n.func, (ast.Name, ast.Attribute)):
+                # `update_critic(...)` imported from another file of the tree, which takes gradients
+                facts = helpers.project_facts(a, n.func, scope)
+                if facts is not None and facts.trains:
+                    return True
+        # `lax.scan(_update_step, runner_state, None, length=n)`: the body handed to a compiled
+        # loop or branch is part of this function's program, however deep the loops nest
+        # (an epoch scans its updates, an update scans its minibatches).
+        for body in _compiled_bodies(n, a, scope):
+            if body is not fn and trains(body, ctx, depth):
+                return True
     return False
+
+
+def _compiled_bodies(call: ast.Call, a, scope) -> list:
+    """The defs of this module that a compiled loop or branch runs (`lax.scan(body, ...)`,
+    `lax.fori_loop(0, n, body, ...)`, `lax.cond(p, f, g, ...)`)."""
+    positions = COMPILED_BODIES.get(a.qualname(call.func) or "")
+    if not positions:
+        return []
+    found = (a.resolve_def(call.args[p], scope) for p in positions if p < len(call.args))
+    return [d for d in found if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
 
 
 def calls_in(fn: ast.AST, analysis) -> list[ast.Call]:
