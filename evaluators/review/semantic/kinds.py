@@ -21,6 +21,7 @@ from jaxmem.evaluators.review.astutil import number_list, own_returns
 from jaxmem.evaluators.review.semantic.guesses import feeds_gradients, steps_trained_state
 from jaxmem.evaluators.review.semantic.inplace import inplace_on_numpy
 from jaxmem.evaluators.review.semantic.names import (
+    ARRAY_RESULT_METHODS,
     ELEMENT_KIND,
     EMPTY_CONTAINERS,
     GRADIENT_TRANSFORMS,
@@ -107,11 +108,9 @@ class KindsMixin:
         if b.index is not None:
             if b.index == 0 and isinstance(b.value, ast.Call) and self.qualname(b.value.func) in _NNX_SPLIT:
                 return None  # the graphdef: static structure, no arrays
-            part = self._position(b.value, b.index, scope)
-            if part is not None:
-                if isinstance(part, str):  # "jax?": a device array on some path, not proven
-                    return ("jax" if not strict else None) if part == "jax?" else (part or None)
-                return self.kind(part, scope, strict)
+            shown, k = self.position_kind(b.value, b.index, scope, strict)
+            if shown:
+                return k
         if isinstance(b.node, ast.AugAssign) and inplace_on_numpy(self, b, scope, strict):
             return "np"  # `p += grad`: NumPy's in-place operator keeps the array NumPy (and converts grad)
         k = self.kind(b.value, scope, strict)
@@ -350,7 +349,8 @@ class KindsMixin:
                     return None if func.attr != "get" else "jax"
                 if func.attr in HOST_METHODS:
                     return HOST_METHODS[func.attr]
-                return recv
+                # `result.to_dict()`: the object's own method, which may well convert: not proven
+                return None if strict and recv == "jax" and func.attr not in ARRAY_RESULT_METHODS else recv
             if recv is None and func.attr == "compute" and self.made_by(func.value, scope, NNX_METRICS):
                 return "jax"  # `metrics = nnx.MultiMetric(...)` ... `metrics.compute()`
             if recv is None and isinstance(func.value, ast.Name):

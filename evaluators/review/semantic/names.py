@@ -158,6 +158,19 @@ HOST_ATTRS = frozenset({
     "shape", "dtype", "ndim", "size", "nbytes", "itemsize", "sharding", "device", "devices",
     "weak_type", "aval", "committed", "is_fully_addressable", "is_fully_replicated", "format",
 })
+# Methods that give device arrays back when called on one (`jax.Array`'s own, as of jax 0.10.2, and
+# the `.at[...]` updaters), and on the pytrees of arrays that training code carries (Flax's
+# `TrainState.apply_gradients`/`replace`, a NamedTuple's `_replace`). Any other method called on
+# something the model reads as device values (`result.to_dict()`, `stats.summary()`) is the
+# object's own code: what it returns is not proven (kinds._call_kind, strict reading).
+ARRAY_RESULT_METHODS = frozenset({
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "choose", "clip", "compress", "conj",
+    "conjugate", "copy", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "prod",
+    "ptp", "ravel", "repeat", "reshape", "round", "searchsorted", "sort", "squeeze", "std", "sum", "swapaxes", "take",
+    "to_device", "trace", "transpose", "var", "view", "block_until_ready",
+    "add", "apply", "divide", "get", "mul", "multiply", "power", "set", "subtract",
+    "replace", "_replace", "apply_gradients",
+})
 HOST_METHODS = {"item": "scalar", "tolist": "list", "is_deleted": "scalar", "devices": None,
                 "on_device_size_in_bytes": "scalar", "addressable_data": "jax", "copy_to_host_async": None}
 # NumPy functions that call their argument's own method when it is not a NumPy array
