@@ -59,17 +59,21 @@ ROOT = Path(__file__).resolve().parents[2]
 # argument that changes every iteration recompiles every iteration), as it counts JM308 (an argument
 # whose shape changes): the builders' kind for "compiles inside the loop" (this set's building
 # instructions called it `recompile-per-step`; the cases were renamed before the run).
+# From the thirty-first stop (before 12zzzzzzzk.. ran): `other` and `host-sync-per-step` also count
+# the new JM607 (`jax_debug_nans` left on for a run: every jitted call's outputs are copied to the
+# host and checked), the builders' case of it on eight readings (12k, 12zl, 12zzzzx, 12zzzzzi,
+# 12zzzzzt, 12zzzzzzb, 12zzzzzzp, 12zzzzzzzf), filed as `other` (and once as a per-step sync).
 LEGACY_KIND_CODES = {
     "python-loop-not-scan": {"JM503", "JM504"}, "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"},
 }
 KIND_CODES = {
-    "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM105", "JM107", "JM011"},
+    "missing-donation": {"JM401"}, "host-sync-per-step": {"JM101", "JM102", "JM103", "JM104", "JM105", "JM107", "JM011", "JM607"},
     "timing-no-block": {"JM701", "JM704"}, "device-put-in-loop": {"JM201", "JM202", "JM206", "JM207", "JM012"},
     "host-batch-no-prefetch": {"JM203", "JM201", "JM012"}, "jit-in-loop": {"JM301", "JM303", "JM308", "JM309", "JM014"},
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803", "JM505", "JM108"},
     "python-loop-not-scan": {"JM503", "JM504", "JM304", "JM305", "JM307", "JM501", "JM505", "JM507"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013", "JM101", "JM104", "JM107"}, "captured-constant": {"JM302", "JM306"},
-    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505", "JM506"},
+    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505", "JM506", "JM607"},
 }
 
 
