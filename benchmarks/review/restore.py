@@ -29,7 +29,10 @@ def sources(reading: Path) -> list[dict]:
         elif key.strip() == "licence_file" and cur:
             # `LICENSE, LICENSE-APACHE`: a dual-licensed repository lists both files
             # `licence_file: none`: a repository read in place without a licence file
-            cur["licence_files"] = [f for f in value.replace(",", " ").split() if f and f != "none"]
+            # (`none (a note in parentheses)`: still none; the note's words are no file names)
+            text = value.strip()
+            cur["licence_files"] = [] if text.split(" ", 1)[0] == "none" else [
+                f for f in text.replace(",", " ").split() if f]
     return out
 
 
