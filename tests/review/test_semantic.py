@@ -1965,3 +1965,46 @@ def test_a_switch_is_off_only_while_every_dict_it_can_read_keeps_the_key_off():
     assert not off(base + "cfg.update(other)\n")  # any key may change
     assert not off(base.replace('{"DEBUG": False, "lr": 0.1}', '{**defaults, "lr": 0.1}'))
     assert off(base + 'cfg["lr"] = 0.2\n')  # another key: the switch stays off
+
+
+def test_import_of_a_module_beside_the_script_means_that_file(tmp_path: Path):
+    # Reduced from the twenty-second reading (12zzzzzzzf): `import data_utils` in src/icl_train.py,
+    # with old_src/data_utils.py beside src/data_utils.py. The script's own folder comes first on
+    # sys.path, so the import means src/data_utils.py (as `from data_utils import ...` already
+    # did); before, the two candidates left it unresolved, and the data set that
+    # `data_utils.construct_dataset` loads (pickle) was not known as loaded.
+    for folder in ("src", "old_src"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "data_utils.py").write_text(textwrap.dedent("""
+            import pickle
+            def construct_dataset(path):
+                with open(path, "rb") as f:
+                    return pickle.load(f)
+        """))
+    (tmp_path / "src" / "train.py").write_text(textwrap.dedent("""
+        import jax
+        import jax.numpy as jnp
+        import data_utils
+        import data_utils as du
+
+        def main(path, rng):
+            dataset = data_utils.construct_dataset(path)
+            dataset = jax.tree.map(lambda x: jnp.array(x), dataset)
+
+            @jax.jit
+            def sample(key):
+                n = jax.random.randint(key, (32,), 0, 100)
+                return jax.tree.map(lambda x: x[n], dataset)
+
+            for _ in range(1000):
+                rng, key = jax.random.split(rng)
+                batch = sample(key)
+            return batch, du.construct_dataset
+    """))
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM302"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in result.findings + result.possible] == [("train.py", 14)]
+    files = [str(tmp_path / f / "data_utils.py") for f in ("src", "old_src")] + [str(tmp_path / "src" / "train.py")]
+    project = Project.of_paths([str(tmp_path)], files)
+    a, _tree = model((tmp_path / "src" / "train.py").read_text(), module="src.train", project=project)
+    assert a.aliases["data_utils"] == "src.data_utils" and a.aliases["du"] == "src.data_utils"

@@ -52,6 +52,7 @@ import math
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.loads import is_loader_call, loaded
+from jaxmem.evaluators.review.semantic.names import passed_argument
 
 LARGE_ELEMENTS = 262_144  # 1 MiB of float32
 SHAPED = frozenset({"zeros", "ones", "empty", "full"})
@@ -308,7 +309,32 @@ def _used_as_array(n: ast.Name, top: ast.AST, up: ast.AST | None, ctx: Ctx) -> b
         q = ctx.qualname(up.func) or ""
         if q.startswith(("jax.numpy.", "jax.lax.", "jax.nn.", "jax.scipy.")):
             return True
-        return isinstance(up.func, ast.Attribute) and up.func.attr == "apply" and up.args[0] is n
+        if q == "jax.tree.map" and up.args[0] is not n:
+            return True  # `jax.tree.map(lambda x: x[idx], dataset)`: each leaf read as an array
+        if isinstance(up.func, ast.Attribute) and up.func.attr == "apply" and up.args[0] is n:
+            return True
+        # `sample_batch(rng, dataset, bs)`: a function of this module that reads it as an array
+        fn = ctx.analysis.resolve_def(up.func, ctx.scope)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            param = next((p.arg for p in [*fn.args.posonlyargs, *fn.args.args]
+                          if passed_argument(up, fn, p.arg) is n), None)
+            return param is not None and _param_read_as_array(fn, param, ctx)
+    return False
+
+
+def _param_read_as_array(fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str, ctx: Ctx) -> bool:
+    """The function reads its parameter as arrays are read: indexed, mapped over leaf by leaf, or
+    an operand of a JAX operation (one level; not through further calls)."""
+    for parent in astutil.walk(fn):
+        for child in astutil.children(parent):
+            if not (isinstance(child, ast.Name) and child.id == param and isinstance(child.ctx, ast.Load)):
+                continue
+            if isinstance(parent, ast.Subscript) and parent.value is child:
+                return True
+            if isinstance(parent, ast.Call) and child in parent.args:
+                q = ctx.qualname(parent.func) or ""
+                if q.startswith(("jax.numpy.", "jax.lax.", "jax.nn.")) or (q == "jax.tree.map" and parent.args[0] is not child):
+                    return True
     return False
 
 

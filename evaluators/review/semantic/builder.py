@@ -81,13 +81,16 @@ class _Builder(JitBindings):
 
     # ---- imports --------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
+        # `import data_utils` in `src/train.py`: the module beside the importing file (a script's
+        # folder is first on sys.path), as for `from data_utils import ...` (model.from_import).
+        beside = self.a.project.beside if self.a.project is not None else None
         for alias in node.names:
             if alias.asname:
-                self.a.aliases[alias.asname] = alias.name
+                self.a.aliases[alias.asname] = beside(alias.name, self.a.module_name) if beside else alias.name
                 name = alias.asname
             else:
                 name = alias.name.split(".")[0]
-                self.a.aliases[name] = name
+                self.a.aliases[name] = beside(name, self.a.module_name) if beside else name
             self.scope.bind(Binding(name, "import", pos(node), node))
             if alias.name.split(".")[0] == "jax" and self.a.imports_jax_line is None:
                 self.a.imports_jax_line = node.lineno

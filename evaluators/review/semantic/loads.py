@@ -110,10 +110,27 @@ def _source(a: Analysis, value: ast.AST, scope: Scope) -> bool | str | None:
             if q in CONVERSIONS and value.args:
                 value = value.args[0]
                 continue
+            if q == "jax.tree.map" and len(value.args) == 2 and _converts(a, value.args[0]):
+                value = value.args[1]  # `ds = jax.tree.map(lambda x: jnp.array(x), ds)`: each leaf converted
+                continue
+            if isinstance(value.func, ast.Name) and value.func.id == "dict" and len(value.args) == 1 \
+                    and a.is_builtin(value.func, scope):
+                value = value.args[0]  # `dict(np.load(path))`: the archive's arrays in a dict
+                continue
             if isinstance(value.func, ast.Attribute) and value.func.attr in ARRAY_METHODS:
                 value = value.func.value
                 continue
         return None
+
+
+def _converts(a: Analysis, fn: ast.AST) -> bool:
+    """`jnp.array`, or `lambda x: jnp.asarray(x)`: a function that returns its argument's data
+    in another type or place."""
+    if isinstance(fn, ast.Lambda):
+        body, params = fn.body, [p.arg for p in fn.args.args]
+        return (isinstance(body, ast.Call) and a.qualname(body.func) in CONVERSIONS and len(params) == 1
+                and bool(body.args) and isinstance(body.args[0], ast.Name) and body.args[0].id == params[0])
+    return a.qualname(fn) in CONVERSIONS
 
 
 # Calls that return their argument's data in another type or place.
