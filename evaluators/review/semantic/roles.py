@@ -52,6 +52,7 @@ from jaxmem.evaluators.review.semantic.training import (
     gradient_transform,
     names_gradients,
     one_step_def,
+    runs_compiled_loop,
     trains,
 )
 from jaxmem.evaluators.review.semantic.walk import At, statement_loop
@@ -185,7 +186,9 @@ def call_role(at: At, call: ast.Call, names: frozenset[str]) -> Role:
             return Role("train", info is not None, call, names)
         return Role("step", info is not None, call, names)
     if trains(fn, at):
-        return Role("train", exact or computed_gradients(call, at), call, names)
+        # A step that scans many steps per call (`run_chunk` = `lax.scan(body, carry, keys)`):
+        # what the loop does per call, it does once per chunk, like a read every N steps.
+        return Role("train", (exact or computed_gradients(call, at)) and not runs_compiled_loop(fn, a), call, names)
     if applies_gradients(call):
         # Handed gradients: proven when the code computed them just before (then the update
         # trains whatever applies it, `jax.tree.map` included), or when a function resolved

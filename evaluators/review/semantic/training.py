@@ -82,6 +82,31 @@ def one_step_def(fn, analysis):
     return fn if scope is not None and not scope.has_loops else None
 
 
+def runs_compiled_loop(fn, analysis, deep: bool = True) -> bool:
+    """The function runs a compiled loop (`lax.scan`, `lax.fori_loop`, ...), in its body or one
+    call deep (`run_and_log` calling the jitted `run_chunk` that scans): each call is a chunk of
+    many steps (an epoch, `eval_freq` steps), not one."""
+    if fn is None:
+        return False
+    memo = analysis.memo.setdefault("runs_compiled_loop", {})
+    if (fn, deep) not in memo:
+        memo[fn, deep] = False  # recursion guard
+        memo[fn, deep] = _runs_compiled_loop(fn, analysis, deep)
+    return memo[fn, deep]
+
+
+def _runs_compiled_loop(fn, analysis, deep: bool) -> bool:
+    scope = analysis.scopes.get(fn, analysis.module_scope)
+    for c in calls_in(fn, analysis):
+        if analysis.qualname(c.func) in EAGER_LOOPS:
+            return True
+        if deep:
+            inner = analysis.resolve_def(c.func, scope)
+            if inner is not None and inner is not fn and runs_compiled_loop(inner, analysis, deep=False):
+                return True
+    return False
+
+
 def steps_once(fn, ctx: Walk) -> bool:
     """A def that takes one training step per call: it trains, has no loop of its own, runs no
     compiled loop (`lax.scan` over the batches makes one call an epoch of steps) and is not named
