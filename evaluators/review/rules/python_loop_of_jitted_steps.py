@@ -8,8 +8,9 @@ What it does
     prints, branches or breaks, and it calls nothing but JAX. That is exactly the shape
     `lax.scan` (or `lax.fori_loop`) compiles into one program. Not flagged: loops the source
     shows to run fewer than 100 times in all (its own count times those of the loops around it),
-    and loops whose jitted function runs a compiled loop of its own (`run_epoch` scanning 2,000
-    steps per call: the dispatch is paid once per many steps).
+    loops whose jitted function runs a compiled loop of its own (`run_epoch` scanning 2,000
+    steps per call: the dispatch is paid once per many steps), and loops whose state grows on every
+    call (JM308's case: a scan cannot carry it as it is).
 
     A new rule (its findings are possible until unseen readings judge it): whether the loop is
     worth rewriting depends on the step's size, which the source does not show.
@@ -43,10 +44,11 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
+from jaxmem.evaluators.review.semantic.growth import grown_argument
 from jaxmem.evaluators.review.semantic.loops import loop_targets
-from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, dotted
+from jaxmem.evaluators.review.semantic.names import dotted
 from jaxmem.evaluators.review.semantic.sizes import trip_count
-from jaxmem.evaluators.review.semantic.training import calls_in, jitted_def
+from jaxmem.evaluators.review.semantic.training import jitted_def, runs_compiled_loop
 
 # Below this many iterations the dispatches cost a few milliseconds in all: not worth a rewrite.
 WORTH_SCANNING = 100
@@ -88,8 +90,10 @@ class PythonLoopOfJittedSteps(Rule):
             info = ctx.jit_info(call.func)
             # (`jax.jit(f)(x)` made in the loop is JM301's: a compile per iteration, not a dispatch.)
             if info is not None and info.exact and not isinstance(call.func, ast.Call):
-                if _runs_compiled_loop(info, ctx):
+                if runs_compiled_loop(jitted_def(info, ctx), ctx.analysis):
                     return  # `run_epoch` scans 2,000 steps per call: one dispatch per epoch costs nothing
+                if grown_argument(call, info, node, ctx) is not None:
+                    return  # the state grows every call (JM308's): no scan carries it as it is
                 ctx.report(self, node, state=", ".join(sorted(names)), step=dotted(call.func) or "function",
                            sure=True)
                 return
@@ -121,13 +125,6 @@ class PythonLoopOfJittedSteps(Rule):
             return q.startswith("jax.") and q not in _HOST_JAX
         # `pos.copy()`, `x.reshape(...)`: a method of a device array
         return isinstance(call.func, ast.Attribute) and ctx.kind(call.func.value, strict=True) == "jax"
-
-
-def _runs_compiled_loop(info, ctx: Ctx) -> bool:
-    """The jitted function runs a compiled loop (`lax.scan`, `lax.fori_loop`, `lax.while_loop`)
-    of its own: each call is already many steps, so the loop's dispatches are not what costs."""
-    fn = jitted_def(info, ctx)
-    return fn is not None and any(ctx.qualname(c.func) in EAGER_LOOPS for c in calls_in(fn, ctx.analysis))
 
 
 def _repeats(loop: ast.For, ctx: Ctx) -> float:

@@ -4,8 +4,11 @@ What it does
     Flags a call of a jitted function in a Python loop where an argument is a slice whose one end
     is the loop's counter and whose other end is fixed (`data[:, 0:i]`, `mask[:, :i, :i]`,
     `x[i:]`), directly or through a name the loop binds to such a slice: the argument's shape
-    changes on every iteration. A window of fixed length (`x[i:i + batch]`) is left alone, as are
-    loops of a few literal iterations and calls under `if step % N == 0:`.
+    changes on every iteration. Also a value the loop passes back into the jitted function that
+    returns it lengthened (`idx = generate_step(params, idx)` where the function returns
+    `jnp.concatenate([idx, next_token], axis=1)`: an autoregressive decode that grows its input).
+    A window of fixed length (`x[i:i + batch]`) is left alone, as are loops of a few literal
+    iterations and calls under `if step % N == 0:`.
 
 Why is this bad
     `jax.jit` compiles one program per input shape: each new length is a new trace and a new
@@ -32,6 +35,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.semantic import loops
 from jaxmem.evaluators.review.semantic.branches import under_periodic_guard_in
+from jaxmem.evaluators.review.semantic.growth import grown_argument
 
 # Wrappers that hand the wrapped iterable's items through unchanged (`tqdm(range(n))`).
 _PASS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "iter", "list", "enumerate"})
@@ -52,6 +56,10 @@ class ShapeChangingArgInLoop(Rule):
                "`{func}` is traced and compiled again each time")
     fix = ("Keep the shape fixed: pad to the maximum length and pass the length as a traced value (mask the rest), "
            "run all prefixes in one call with a causal mask, or bucket lengths to a few sizes.")
+    grow_message = ("`{arg}` grows on every iteration: jitted `{func}` returns it with new values concatenated and "
+                    "the loop passes the result back, so each call has a new shape and is traced and compiled again")
+    grow_fix = ("Preallocate the full length once and write each step into it with `lax.dynamic_update_slice` "
+                "(the position as a traced value), or run the whole loop in one `lax.scan`/`lax.fori_loop`.")
     node_types = (ast.Call,)
     only_in_host_loops = True
     requires = ("jit", "pmap")
@@ -63,9 +71,15 @@ class ShapeChangingArgInLoop(Rule):
         if info is None:
             return
         loop = ctx.loops[-1]
+        if loops.small_loop(loop, ctx.analysis, ctx.scope) or under_periodic_guard_in(node, loop, ctx.analysis, ctx.scope):
+            return
+        grown = grown_argument(node, info, loop, ctx)
+        if grown is not None:
+            ctx.report(self, node, message=self.grow_message, fix=self.grow_fix, arg=grown,
+                       func=ast.unparse(node.func), sure=info.exact)
+            return
         counters = _counters(loop, ctx)
-        if not counters or loops.small_loop(loop, ctx.analysis, ctx.scope) \
-                or under_periodic_guard_in(node, loop, ctx.analysis, ctx.scope):
+        if not counters:
             return
         bound = _slices_bound_in(loop)
         varying = counters | loops.loop_bound(ctx, loop)
