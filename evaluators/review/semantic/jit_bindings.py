@@ -4,6 +4,7 @@ the pass, when every def is known), or jitted on one branch of a conditional."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import TYPE_CHECKING
 
 from jaxmem.evaluators.review.semantic.scopes import Binding
@@ -23,6 +24,21 @@ class JitBindings:
     pending_attrs: list  # attribute bindings made by a factory
 
     def _jit_binding(self, b: Binding, value: ast.Call) -> None:
+        compiled = _ahead_of_time(value)
+        if compiled is not None:
+            # `fast = jax.jit(f, donate_argnums=(0, 1)).lower(*args).compile()`: the compiled
+            # executable runs the same program, with the same donation, returning device arrays.
+            if isinstance(compiled, ast.Call):
+                self._jit_binding(b, compiled)
+            else:
+                b.info = self.a.jit_info(compiled, self.scope)
+            if b.info is not None and (b.info.static_argnums or b.info.static_argnames):
+                # The executable takes the non-static arguments only (measured on jax 0.10.2:
+                # `jit(f, static_argnums=0).lower(7, y).compile()(y)`; passing 7 too raises), so
+                # jit's positions do not apply to its calls: what is donated is not read from them.
+                b.info = dataclasses.replace(b.info, donate_argnums=None, static_argnums=frozenset(),
+                                             static_argnames=frozenset())
+            return
         factory = self.a.jit_factory(value, self.scope)
         if factory is not None:
             b.factory = factory
@@ -55,3 +71,14 @@ class JitBindings:
                     probe.info.exact = False
                     b.info = probe.info
                     return
+
+
+def _ahead_of_time(value: ast.Call) -> ast.AST | None:
+    """The jitted callable (a jit call or a name) of `<jitted>.lower(...).compile()`, else None."""
+    func = value.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "compile" and isinstance(func.value, ast.Call)):
+        return None
+    lower = func.value.func
+    if isinstance(lower, ast.Attribute) and lower.attr == "lower" and isinstance(lower.value, (ast.Call, ast.Name)):
+        return lower.value
+    return None
