@@ -153,3 +153,15 @@ def test_a_lambda_mapped_over_a_per_step_result_is_reviewed_not_skipped():
     )
     found = review_source(source, "lam.py", show_possible=True)
     assert [(f.code, f.line) for f in found] == [("JM103", 12)]
+
+
+def test_debug_checks_turned_on_in_a_package_init_are_on_for_its_importers(tmp_path):
+    # Reduced from the twenty-third reading (12zzzzzzzo): the package's `__init__.py` turns the NaN
+    # checker on at import, with no loop of its own; every program importing the package runs with it.
+    pkg = tmp_path / "agentlib"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('import jax\njax.config.update("jax_debug_nans", True)\n')
+    (tmp_path / "one_off.py").write_text('import jax\njax.config.update("jax_debug_nans", True)\nprint(jax.numpy.ones(3))\n')
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM607"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line) for f in result.findings + result.possible] == [("__init__.py", 2)]

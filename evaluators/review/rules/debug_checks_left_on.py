@@ -7,7 +7,8 @@ What it does
     from a host loop). Not flagged: the setting under a branch (`if args.debug_nans:`: a switch the
     user turns on to hunt a NaN; `if __name__ == "__main__":` is not such a branch), a module that
     turns the checker off again, `with jax.debug_nans(True):` around one call, and modules with no
-    such loop (a one-off computation).
+    such loop (a one-off computation), unless the module is a package's `__init__.py`, which runs
+    in every program that imports the package.
 
     A new rule (its findings are possible until unseen readings judge it).
 
@@ -35,6 +36,7 @@ Use instead
 from __future__ import annotations
 
 import ast
+import os
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
@@ -73,7 +75,11 @@ class DebugChecksLeftOn(Rule):
             if first_import is None or node.lineno < first_import:
                 flag = next((key for key, value in env_writes(ctx, node)
                              if key in ENV_FLAGS and const_str(value) in TRUE_TEXT), None)
-        if flag is None or _switched(ctx) or not _stays_on(ctx, node) or not _loops_over_jax(ctx):
+        if flag is None or _switched(ctx) or not _stays_on(ctx, node):
+            return
+        # A package's `__init__.py` runs in every program that imports the package: the checker is
+        # then on for their loops, which are in other files.
+        if not (_loops_over_jax(ctx) or os.path.basename(ctx.path) == "__init__.py"):
             return
         donation = ", and donation is ignored" if flag.lower().endswith("nans") else ""
         ctx.report(self, node, flag=flag, donation=donation, sure=True)
