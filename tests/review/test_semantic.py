@@ -2008,3 +2008,38 @@ def test_import_of_a_module_beside_the_script_means_that_file(tmp_path: Path):
     project = Project.of_paths([str(tmp_path)], files)
     a, _tree = model((tmp_path / "src" / "train.py").read_text(), module="src.train", project=project)
     assert a.aliases["data_utils"] == "src.data_utils" and a.aliases["du"] == "src.data_utils"
+
+
+def test_a_helper_of_another_file_that_converts_a_parameter_it_declares_an_array(tmp_path: Path):
+    # Reduced from the twenty-second reading (12zzzzzzzj): `get_data(start, end, h, ...)` of data.py
+    # declares `start: Float[Array, "D_in"]` (jaxtyping's Array is jax.Array) and reads
+    # `int((end[d] - start[d]) / h[d])`; the training loop of another file hands it values whose
+    # kind it cannot see. The callee's declaration makes the read a guess there (possible).
+    (tmp_path / "grids.py").write_text(textwrap.dedent("""
+        from jaxtyping import Array, Float
+
+        def grid_size(start: Float[Array, "d"], end: Float[Array, "d"], h: Float[Array, "d"]) -> int:
+            return int((end[0] - start[0]) / h[0])
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        import jax
+        import jax.numpy as jnp
+        import optax
+        from grids import grid_size
+
+        @jax.jit
+        def train_step(params, opt_state, x):
+            grads = jax.grad(lambda p: jnp.sum((x * p) ** 2))(params)
+            updates, opt_state = optax.sgd(0.1).update(grads, opt_state)
+            return optax.apply_updates(params, updates), opt_state
+
+        def train(params, opt_state, start, end, h, steps):
+            for step in range(steps):
+                n = grid_size(start, end, h)
+                params, opt_state = train_step(params, opt_state, jnp.linspace(0.0, 1.0, n))
+            return params
+    """))
+    from jaxmem.evaluators.review import api
+    result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
+    assert [(Path(f.path).name, f.line, f.confidence) for f in result.findings + result.possible] == [
+        ("train.py", 15, "possible")]

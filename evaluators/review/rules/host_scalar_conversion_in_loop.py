@@ -198,8 +198,18 @@ class HostScalarConversionInLoop(Rule):
         converted, sig, fn = helpers.callee_conversions(ctx.analysis, node.func, ctx.scope)
         if not converted:
             return
-        found = [(arg, how) for arg, how in helpers.argument_converted(ctx.analysis, node, sig, converted)
-                 if ctx.kind(arg) == "jax"]
+        # An argument of unknown kind on a parameter a function of another file declares an
+        # array (`start: Float[Array, "D"]`) counts by the callee's word: a guess, never proven.
+        # (A local callee's own body is reviewed as part of the loop that calls it: mark_per_step.)
+        declared = helpers.declared_arrays(ctx.analysis, node.func, ctx.scope) if fn is None else frozenset()
+        found, guessed = [], False
+        for arg, name in helpers.arguments(node, sig):
+            if name not in converted:
+                continue
+            kind = ctx.kind(arg)
+            if kind == "jax" or kind is None and name in declared:
+                found.append((arg, converted[name]))
+                guessed = guessed or kind is None
         if not found or periodic(ctx) or not_per_step(ctx, READ_WORDS):
             return
         # A helper that copies whole arrays out (`np.asarray`, `.tolist()`) gathers results, the
@@ -209,7 +219,7 @@ class HostScalarConversionInLoop(Rule):
         if how is not None:
             arg, conv = found[0]
             ctx.report(self, node, message=self.helper_message, what=describe(arg), call=ast.unparse(node.func)[:40],
-                       how=conv, callee=_callee_name(fn) or ast.unparse(node.func)[:40], sure=how == "sure")
+                       how=conv, callee=_callee_name(fn) or ast.unparse(node.func)[:40], sure=how == "sure" and not guessed)
 
 
 def _callee_name(fn) -> str | None:

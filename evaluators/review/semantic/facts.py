@@ -29,6 +29,7 @@ class FunctionFacts:
     # (helpers.signature): a call handing it device arrays reads them on the host (JM101).
     converts: tuple[tuple[str, str], ...] = ()
     signature: tuple[tuple[str, ...], str | None] = ((), None)
+    array_params: tuple[str, ...] = ()  # parameters annotated as arrays (`start: Float[Array, "D"]`)
     periodic: bool = False  # answers a periodic test (`itstime(step, every_n)`): branches.periodic_predicate
     parts: tuple[str | None, ...] = ()  # per position of the tuple it returns: kinds.returned_parts
     makes_jits: tuple[JitInfo | None, ...] = ()  # per position of that tuple: the jitted callable there

@@ -357,6 +357,22 @@ def _self_attr(expr: ast.AST) -> str | None:
     return None
 
 
+def array_params(a: Analysis, fn: ast.AST) -> frozenset[str]:
+    """The parameters the function declares as arrays (`start: Float[Array, "D_in"]`, `x:
+    jax.Array`): what a caller passes there is a device array by the callee's own word."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return frozenset()
+    args = fn.args
+    return frozenset(p.arg for p in [*args.posonlyargs, *args.args, *args.kwonlyargs]
+                     if p.annotation is not None and a.annotates_array(p.annotation))
+
+
+def declared_arrays(a: Analysis, func: ast.AST, scope) -> frozenset[str]:
+    """`array_params` of a function of another file of the tree that a call runs, from its facts."""
+    facts = tree_facts(a, func, scope)
+    return frozenset(facts.array_params) if facts is not None else frozenset()
+
+
 def callee_conversions(a: Analysis, func: ast.AST, scope) -> tuple[dict[str, str], ast.AST | tuple | None, ast.AST | None]:
     """What the function a call runs turns into host values: (converted parameters, the signature
     source `argument_converted` reads, the local def or None). A function of this module, or one of

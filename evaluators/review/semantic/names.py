@@ -205,7 +205,9 @@ def numpy_returning(q: str) -> bool:
 
 
 SCALAR_BUILTINS = frozenset({"float", "int", "bool", "complex", "len", "sum", "max", "min", "abs", "round"})
-ARRAY_TYPES = frozenset({"jax.Array", "jax.numpy.ndarray"})  # not ArrayLike: that admits NumPy
+# Not ArrayLike: that admits NumPy. jaxtyping's `Array` is `jax.Array` itself (its __init__:
+# `from jax import Array as Array`), the base of `Float[Array, "b n"]` annotations.
+ARRAY_TYPES = frozenset({"jax.Array", "jax.numpy.ndarray", "jaxtyping.Array"})
 HOST_KINDS = frozenset({"np", "scalar", "list", "hostlist", "scalars"})
 # Iterating a device array yields device arrays; a NumPy array or a list of host values, host
 # data; a list of Python numbers ("scalars"), Python numbers.

@@ -353,7 +353,9 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
                 makes_jits=tuple(semantic.returned_jit(a, fn, i) for i in range(len(parts))),
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
                 loads=mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
-                converts=tuple(helpers.converted_params(a, fn).items()) if mentions(lines, fn, CONVERT_WORDS) else (),
+                converts=(converts := tuple(helpers.converted_params(a, fn).items())
+                          if mentions(lines, fn, CONVERT_WORDS) else ()),
+                array_params=tuple(helpers.array_params(a, fn)) if converts else (),
                 signature=helpers.signature(fn), periodic=mentions(lines, fn, ("%",)) and periodic_predicate(fn),
                 parts=parts, host_reads=mentions(lines, fn, HOST_READ_WORDS) and reads_host(a, fn),
                 one_step=steps_once(fn, At(a, inner or scope)))
