@@ -79,6 +79,8 @@ class OptimizerUpdateOutsideJit(Rule):
         # `optax.apply_updates` alone is one add per leaf, not worth a finding of its own.
         if not self._update_step(node, ctx):
             return
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "update" and _compiled_update(node.func.value, ctx):
+            return  # `sgldoptim = optim_sgld(eps)` whose GradientTransformation holds a jitted update_fn
         func = f"{ast.unparse(node.func.value)[:30]}.{node.func.attr}" if isinstance(node.func, ast.Attribute) else node.func.id
         if not own_step and (periodic(ctx, sync=False) or not_per_step(ctx, (), sync=False)):
             return
@@ -147,6 +149,32 @@ class OptimizerUpdateOutsideJit(Rule):
         """A name bound to `optax.something(...)` (an optimizer or a chain of transformations), or
         an attribute of `self` that a method of the class sets so (`self.optimizer = optax.adam(...)`)."""
         return ctx.analysis.made_by(expr, ctx.scope, ("optax.",))
+
+
+_TRANSFORMATIONS = frozenset({"optax.GradientTransformation", "optax.GradientTransformationExtraArgs"})
+
+
+def _compiled_update(receiver: ast.AST, ctx: Ctx) -> bool:
+    """The optimizer was made by a function of this module that returns
+    `optax.GradientTransformation(init_fn, update_fn)` with `update_fn` a jitted def: its `update`
+    runs one compiled program, not the optimizer's operations one by one."""
+    if not isinstance(receiver, ast.Name):
+        return False
+    a = ctx.analysis
+    b = a.resolve(receiver.id, ctx.scope, (receiver.lineno, receiver.col_offset))
+    factory = a.resolve_def(b.value.func, ctx.scope) if b is not None and isinstance(b.value, ast.Call) else None
+    if not isinstance(factory, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    inner = a.scopes.get(factory)
+    for ret in astutil.own_returns(factory):
+        made = ret.value
+        if not (isinstance(made, ast.Call) and a.qualname(made.func) in _TRANSFORMATIONS):
+            continue
+        update = made.args[1] if len(made.args) > 1 else next((k.value for k in made.keywords if k.arg == "update"), None)
+        fn = a.resolve_def(update, inner) if update is not None and inner is not None else None
+        if fn is not None and fn in a.jitted_defs:
+            return True
+    return False
 
 
 def _applied_as_updates(node: ast.Call, ctx: Ctx) -> bool:
