@@ -173,6 +173,7 @@ def test_a_notebook_cells_last_expression_is_shown_not_discarded(tmp_path: Path)
     ({"requirements.txt": "jax[cuda12]~=0.4.20\nflax==0.10.0\n"}, False),
     ({"requirements.txt": "jax<0.10\n"}, True),                        # may be 0.9.x: not known to work
     ({"requirements.txt": "jaxlib==0.4.25\njax>=0.4\n"}, True),        # no upper bound on jax itself
+    ({"gpu_requirements.txt": "jax[cuda]==0.3.12\nflax==0.5.0\n"}, False),  # one file per accelerator (12zzzzzzzw)
 ])
 def test_a_removed_api_is_an_upgrade_note_where_the_project_pins_an_older_jax(tmp_path: Path, files, sure):
     """JM204's claim (raises on jax 0.10) does not hit a project whose requirements keep JAX below

@@ -37,7 +37,9 @@ def _declared(folder: str, package: str = "jax") -> tuple[tuple[int, ...], bool]
     above it declare, as (version, inclusive); None when none declares one."""
     for _ in range(_MAX_LEVELS):
         listing = _listing(folder)
-        names = [n for n in listing if n in _FILES or (n.startswith("requirements") and n.endswith(".txt"))]
+        # `requirements.txt`, `requirements-dev.txt`, and the `gpu_requirements.txt` /
+        # `tpu-requirements.txt` that projects keep one per accelerator
+        names = [n for n in listing if n in _FILES or ("requirements" in n and n.endswith(".txt"))]
         bounds = []
         for name in names:
             try:
