@@ -118,6 +118,12 @@ class Ctx:
     def qualname(self, expr: ast.AST) -> str | None:
         return self.analysis.qualname(expr)
 
+    def holds_device_values(self, expr: ast.AST) -> bool:
+        """A list or dict the code starts empty and fills with device arrays (`losses.append(loss)`,
+        `metrics["loss"] = loss`): handing it to NumPy, a formatter or a logger reads every item on
+        the host, one copy per item (kinds.container_item_kind)."""
+        return isinstance(expr, ast.Name) and self.analysis.container_item_kind(expr, self.scope) == "jax"
+
     def report(self, rule: Rule, node: ast.AST, *, topic: str | None = None, message: str | None = None,
                fix: str | None = None, severity: str | None = None, sure: bool = True, **fmt: object) -> None:
         """Record a finding; `message`/`fix` replace the rule's templates for a variant of it.

@@ -40,11 +40,8 @@ import os
 
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import ENV_CALLS, const_str, env_writes
+from jaxmem.evaluators.review.semantic.jax_config import DEBUG_CHECK_VARS, DEBUG_CHECKS, TRUE_TEXT
 from jaxmem.evaluators.review.semantic.regions import debug_checks
-
-FLAGS = frozenset({"jax_debug_nans", "jax_debug_infs"})
-ENV_FLAGS = frozenset({"JAX_DEBUG_NANS", "JAX_DEBUG_INFS"})
-TRUE_TEXT = frozenset({"1", "true", "True", "TRUE", "yes"})
 
 
 class DebugChecksLeftOn(Rule):
@@ -57,14 +54,14 @@ class DebugChecksLeftOn(Rule):
     fix = ("Turn the checker on only while hunting a NaN: behind a command-line switch, or around the suspect "
            "call with `with jax.debug_nans(True):`.")
     node_types = (ast.Call, ast.Assign)
-    call_names = ENV_CALLS | {"jax.config.update", "jax.config.config.update"}
+    call_names = ENV_CALLS | {"jax.config.update"}  # (the model reads `jax.config.config.update` as it)
     requires = ('debug_nans', 'debug_infs', 'DEBUG_NANS', 'DEBUG_INFS')
     earns_sure = True  # possible until unseen readings judge it
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         flag = None
-        if isinstance(node, ast.Call) and ctx.qualname(node.func) in ("jax.config.update", "jax.config.config.update"):
-            if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value in FLAGS:
+        if isinstance(node, ast.Call) and ctx.qualname(node.func) == "jax.config.update":
+            if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value in DEBUG_CHECKS:
                 value = node.args[1]
                 if isinstance(value, ast.Constant) and (value.value is True or value.value == 1):
                     flag = node.args[0].value
@@ -74,7 +71,7 @@ class DebugChecksLeftOn(Rule):
             first_import = ctx.analysis.imports_jax_line
             if first_import is None or node.lineno < first_import:
                 flag = next((key for key, value in env_writes(ctx, node)
-                             if key in ENV_FLAGS and const_str(value) in TRUE_TEXT), None)
+                             if key in DEBUG_CHECK_VARS and const_str(value) in TRUE_TEXT), None)
         if flag is None or _switched(ctx) or not _stays_on(ctx, node):
             return
         # A package's `__init__.py` runs in every program that imports the package: the checker is
@@ -102,7 +99,7 @@ def _main_guard(test: ast.AST) -> bool:
 def _stays_on(ctx: Ctx, node: ast.AST) -> bool:
     """No `jax.config.update(flag, False)` elsewhere in the module (a notebook that checks one
     cell and switches the checker off again). An environment write is read at import: it stays."""
-    return isinstance(node, ast.Assign) or not isinstance(node, ast.Call) or debug_checks(ctx)
+    return not isinstance(node, ast.Call) or debug_checks(ctx)
 
 
 def _loops_over_jax(ctx: Ctx) -> bool:

@@ -63,7 +63,7 @@ class NumpyConversionInLoop(Rule):
             return  # an assertion has to read the values; keeping them on device is no fix
         if defers_to_array(q, node, ctx.kind):
             return  # `np.mean(loss)` is `loss.mean()`: computed by JAX on the device, nothing copied
-        values = [a for a in node.args if ctx.kind(a) == "jax" or _device_items(a, ctx)]
+        values = [a for a in node.args if ctx.kind(a) == "jax" or ctx.holds_device_values(a)]
         if values and not periodic(ctx) and not not_per_step(ctx, WORDS):
             # Gathering results to the host is what an evaluation loop is for: not reported there.
             how = per_step_read(ctx, values, gather=True)
@@ -74,13 +74,6 @@ class NumpyConversionInLoop(Rule):
                     ctx.report(self, node, func=func, sure=how == "sure")
                 else:  # benchmarks/claims/jm108_growing_list_of_device_values.py: one copy per item
                     ctx.report(self, node, message=self.list_message, func=func, name=items.id, sure=how == "sure")
-
-
-def _device_items(arg: ast.AST, ctx: Ctx) -> bool:
-    """`np.mean(epoch_loss)` where `epoch_loss` is a list the code fills with device arrays
-    (`epoch_loss.append(jnp.mean(loss))`): NumPy makes an array of the list first, copying every
-    item to the host on its own; no array method computes it on the device instead."""
-    return isinstance(arg, ast.Name) and ctx.analysis.container_item_kind(arg, ctx.scope) == "jax"
 
 
 RULE = NumpyConversionInLoop()

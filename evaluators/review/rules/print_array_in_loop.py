@@ -111,7 +111,7 @@ class PrintArrayInLoop(Rule):
             if isinstance(value, ast.JoinedStr) or _str_format(value):
                 continue  # the f-string or `.format` call itself is checked (and reported) on its own
             device = ctx.kind(value) == "jax"
-            held = not device and _holds_device_values(value, ctx)
+            held = not device and ctx.holds_device_values(value)
             if device or held:
                 if not periodic(ctx) and not not_per_step(ctx, ("print", "format", "log")):
                     how = per_step_read(ctx, [value])
@@ -144,13 +144,6 @@ def _unseen_metric_log(node: ast.Call, ctx: Ctx) -> bool:
     func = node.func
     return (isinstance(func, ast.Attribute) and func.attr in METRIC_LOG_METHODS and ctx.qualname(func) is None
             and any(isinstance(a, ast.Dict) for a in node.args))
-
-
-def _holds_device_values(value: ast.AST, ctx: Ctx) -> bool:
-    """A dict or list the code starts empty and fills with device arrays (`metrics["loss"] = loss`,
-    `losses.append(loss)`): formatting or logging it reads every item on the host, as it would the
-    arrays themselves (kinds.container_item_kind)."""
-    return isinstance(value, ast.Name) and ctx.analysis.container_item_kind(value, ctx.scope) == "jax"
 
 
 def _str_format(node: ast.AST) -> bool:

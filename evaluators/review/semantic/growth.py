@@ -32,8 +32,7 @@ def grown_argument(call: ast.Call, info, loop: ast.AST, ctx) -> str | None:
         target = _result_targets(call, loop) or {}
         for arg_name in sorted(names & set(target)):
             param = next((p.arg for p in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
-                          if isinstance(passed_argument(call, fn, p.arg), ast.Name)
-                          and passed_argument(call, fn, p.arg).id == arg_name), None)
+                          if _names(passed_argument(call, fn, p.arg), arg_name)), None)
             if param is not None and all(_grows(r.value, param, target[arg_name], ctx) for r in returns):
                 return arg_name
     return None
@@ -64,3 +63,7 @@ def _grows(value: ast.AST | None, param: str, at: int | None, ctx) -> bool:
     parts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first]
     return bool(parts) and isinstance(parts[0], ast.Name) and parts[0].id == param and (
         len(parts) > 1 or len(value.args) > 1)
+
+
+def _names(expr: ast.AST | None, name: str) -> bool:
+    return isinstance(expr, ast.Name) and expr.id == name

@@ -101,8 +101,11 @@ def updated_options(a) -> set[str]:
     return a.memo["jax_config_updates"]
 
 
-_CHECKS = ("jax_debug_nans", "jax_debug_infs")
-_TRUE_TEXT = frozenset({"1", "true", "True", "TRUE", "yes"})
+# The NaN/Inf checker's configuration options, the environment variables JAX reads them from at
+# import, and the texts those variables take for "on" (JM607, JM701/JM704, regions.debug_checks).
+DEBUG_CHECKS = frozenset({"jax_debug_nans", "jax_debug_infs"})
+DEBUG_CHECK_VARS = frozenset({"JAX_DEBUG_NANS", "JAX_DEBUG_INFS"})
+TRUE_TEXT = frozenset({"1", "true", "True", "TRUE", "yes"})
 
 
 def checks_outputs(a) -> bool:
@@ -118,15 +121,15 @@ def checks_outputs(a) -> bool:
                         for line in a.lines)
         for n in ast.walk(a.tree) if mentioned else ():
             if isinstance(n, ast.Call) and len(n.args) == 2 and isinstance(n.args[0], ast.Constant) \
-                    and n.args[0].value in _CHECKS and a.qualname(n.func) == "jax.config.update":
+                    and n.args[0].value in DEBUG_CHECKS and a.qualname(n.func) == "jax.config.update":
                 value = n.args[1]
                 found = isinstance(value, ast.Constant) and (value.value is True or value.value == 1
-                                                             or value.value in _TRUE_TEXT)
+                                                             or value.value in TRUE_TEXT)
             elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Subscript) \
                     and a.qualname(n.targets[0].value) == "os.environ":
                 key, value = n.targets[0].slice, n.value
-                found = (isinstance(key, ast.Constant) and key.value in ("JAX_DEBUG_NANS", "JAX_DEBUG_INFS")
-                         and isinstance(value, ast.Constant) and value.value in _TRUE_TEXT)
+                found = (isinstance(key, ast.Constant) and key.value in DEBUG_CHECK_VARS
+                         and isinstance(value, ast.Constant) and value.value in TRUE_TEXT)
             if found:
                 break
         a.memo["checks_outputs"] = found

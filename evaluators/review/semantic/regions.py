@@ -14,6 +14,7 @@ from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.callbacks import returns_done
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
+from jaxmem.evaluators.review.semantic.jax_config import DEBUG_CHECKS
 from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, JAX_LIBRARIES, KNOWN_BY_NAME, LOOP_TYPES, dotted, pos
 from jaxmem.evaluators.review.semantic.syncs import (
     FORMAT_BUILTINS,
@@ -160,9 +161,6 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
     return runs, not pending, jitted, settled
 
 
-_DEBUG_CHECKS = frozenset({"jax_debug_nans", "jax_debug_infs"})
-
-
 def debug_checks(ctx: Walk) -> bool:
     """The module turns on `jax_debug_nans` / `jax_debug_infs` (`jax.config.update(..., True)`):
     JAX then checks every output for NaNs on the host before a call returns, so each call waits
@@ -176,7 +174,7 @@ def debug_checks(ctx: Walk) -> bool:
             values = {bool(n.args[1].value) if isinstance(n.args[1], ast.Constant) else None
                       for n in astutil.walk(a.tree)
                       if isinstance(n, ast.Call) and a.qualname(n.func) == "jax.config.update" and len(n.args) == 2
-                      and isinstance(n.args[0], ast.Constant) and n.args[0].value in _DEBUG_CHECKS}
+                      and isinstance(n.args[0], ast.Constant) and n.args[0].value in DEBUG_CHECKS}
         # Only a module that turns the checks on and never off (or to a value not written out):
         # a notebook that switches them on for one cell and off again times the rest unchecked.
         memo["debug_checks"] = values == {True}
