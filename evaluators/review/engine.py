@@ -11,9 +11,8 @@ from jaxmem.evaluators.review.astutil import _FIELDS, LEAVES, fields, parse
 from jaxmem.evaluators.review.finding import Finding, Note
 from jaxmem.evaluators.review.parse_errors import NEWER_FIX, newer_syntax, parse_error, repl_transcript
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.semantic import iterations, jax_use, loops, roles, switches
+from jaxmem.evaluators.review.semantic import iterations, jax_use, loops, per_step, switches
 from jaxmem.evaluators.review.semantic.names import COMPREHENSIONS, LOOP_TYPES
-from jaxmem.evaluators.review.semantic.walk import At
 
 _FUNC_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda})
 _LOOPS = frozenset(LOOP_TYPES)
@@ -290,7 +289,7 @@ def _check_tree(tree: ast.Module, source: str, lines: list[str], path: str, rule
     if not rules:
         return []
     analysis = kept_model or semantic.build(tree, lines, module=module, project=project)
-    mark_per_step(analysis)
+    per_step.mark(analysis)
     ctx = Ctx(analysis=analysis, path=path, card_url=card_url, scope=analysis.module_scope)
     walker = _Walker(rules, ctx)
     walker.body(tree.body, notebook_cells=path.endswith(".ipynb"))
@@ -307,33 +306,3 @@ def _check_tree(tree: ast.Module, source: str, lines: list[str], path: str, rule
         if key not in unique or (f.confidence == "sure" and unique[key].confidence != "sure"):
             unique[key] = f
     return sorted(unique.values(), key=Finding.sort_key)
-
-
-def mark_per_step(analysis: semantic.Analysis) -> None:
-    """One level of call graph: a module function called on every iteration of a host loop
-    (not under `if step % N`, not a short or per-epoch loop) runs its body every step."""
-    for call, loop, scope, guarded in analysis.loop_calls:
-        if guarded or not isinstance(loop, LOOP_TYPES) or scope.traced:
-            continue  # comprehensions build data; the steps run in statement loops
-        fn = analysis.resolve_def(call.func, scope)
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        callee = analysis.scopes.get(fn)
-        if callee is None or callee is scope or callee.traced or callee.per_step is not None:
-            continue
-        if loops.small_loop(loop, analysis, scope) or loops.epoch_loop(loop, At(analysis, scope)):
-            continue
-        if isinstance(call.func, ast.Attribute) and analysis.jit_info(call.func, scope) is not None:
-            # `self.train_step` re-bound in `__init__` to a jitted or pmapped version of the
-            # method: the call runs the compiled program, not the method's body on the host.
-            continue
-        callee.per_step = call
-        callee.per_step_loop, callee.per_step_scope = loop, scope
-    # A function that runs a training step on its own object's state (`self.state, loss =
-    # self.train_jit(self.state, batch)`) or on the state it is handed and returns runs once per
-    # step of whatever loop calls it, here or in another file: its body after the step is per step.
-    for scope in analysis.scopes.values():
-        if scope.per_step is None and not scope.traced:  # step_method reads functions only
-            found = roles.step_method(analysis, scope)
-            if found is not None:
-                scope.per_step, scope.step_role = found.call, found

@@ -80,8 +80,9 @@ class Ctx:
     stack: list[ast.AST] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     memo: dict = field(default_factory=dict)  # per-file state for rules (rule objects are shared)
-    # In a function that a host loop calls every iteration (one level of call graph): the call.
-    per_step: ast.Call | None = None
+    # In a function whose body runs once per step (semantic/per_step.py): the call that runs it,
+    # or the def itself where a framework or another file does.
+    per_step: ast.AST | None = None
 
     @property
     def in_loop(self) -> bool:
@@ -135,7 +136,9 @@ class Ctx:
         template = message or rule.message
         if self.per_step_body:
             call = self.per_step
-            if self.scope.step_role is not None:
+            if self.scope.per_step_why is not None:
+                template += f" ({self.scope.per_step_why})"
+            elif self.scope.step_role is not None:
                 what = "method" if self.scope.cls is not None else "function"
                 template += f" (this {what} runs a training step, line {call.lineno}: once per step of the loop that calls it)"
             else:

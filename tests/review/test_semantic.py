@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jaxmem.evaluators.review import engine, registry, semantic
+from jaxmem.evaluators.review.semantic import per_step
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.flow import fed_back_calls, replaced_state_calls
 from jaxmem.evaluators.review.semantic.loads import loaded
@@ -395,7 +396,7 @@ def test_a_method_pmapped_through_its_class_in_init_is_compiled_and_not_a_per_st
     a, tree = model(src)
     step = tree.body[1].body[1]
     assert a.scopes[step].jitted
-    engine.mark_per_step(a)
+    per_step.mark(a)
     assert a.scopes[step].per_step is None
 
 
@@ -2014,7 +2015,9 @@ def test_a_helper_of_another_file_that_converts_a_parameter_it_declares_an_array
     # Reduced from the twenty-second reading (12zzzzzzzj): `get_data(start, end, h, ...)` of data.py
     # declares `start: Float[Array, "D_in"]` (jaxtyping's Array is jax.Array) and reads
     # `int((end[d] - start[d]) / h[d])`; the training loop of another file hands it values whose
-    # kind it cannot see. The callee's declaration makes the read a guess there (possible).
+    # kind it cannot see. The read is reported in the helper's body, which runs on every step of
+    # that loop (semantic/importers.py), where the declaration proves the parameters arrays; not
+    # again at the call, where only the callee's word says so.
     (tmp_path / "grids.py").write_text(textwrap.dedent("""
         from jaxtyping import Array, Float
 
@@ -2042,4 +2045,152 @@ def test_a_helper_of_another_file_that_converts_a_parameter_it_declares_an_array
     from jaxmem.evaluators.review import api
     result = api.review_paths([str(tmp_path)], select=["JM101"], show_possible=True, jobs=1)
     assert [(Path(f.path).name, f.line, f.confidence) for f in result.findings + result.possible] == [
-        ("train.py", 15, "possible")]
+        ("grids.py", 5, "sure")]
+
+
+# ---- bodies that run once per step (semantic/per_step.py, importers.py) ------------------------------
+
+_TRAIN_STEP = """
+import jax
+import jax.numpy as jnp
+import optax
+
+@jax.jit
+def train_step(params, opt_state, batch):
+    grads = jax.grad(lambda p: jnp.sum((batch * p) ** 2))(params)
+    updates, opt_state = optax.sgd(0.1).update(grads, opt_state)
+    return optax.apply_updates(params, updates), opt_state, jnp.sum(params)
+"""
+
+
+def _review(tmp_path: Path, files: dict[str, str], select=("JM101", "JM103")):
+    from jaxmem.evaluators.review import api
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    result = api.review_paths([str(tmp_path)], select=list(select), show_possible=True, jobs=1)
+    return sorted((Path(f.path).name, f.line, f.code, f.confidence, f.message) for f in result.findings + result.possible)
+
+
+def test_a_helper_that_a_per_step_helper_calls_runs_per_step_too():
+    # Two levels down from a training loop: `log_loss` runs on every step because `after_step`,
+    # which the loop calls on every step, calls it from its body (not behind `if step % n`).
+    a, tree = model(_TRAIN_STEP + """
+def log_loss(loss):
+    print(float(loss))
+
+def log_rare(loss):
+    print(float(loss))
+
+def after_step(step, loss):
+    log_loss(loss)
+    if step % 100 == 0:
+        log_rare(loss)
+
+def train(params, opt_state, data):
+    for step, batch in enumerate(data):
+        params, opt_state, loss = train_step(params, opt_state, batch)
+        after_step(step, loss)
+""")
+    per_step.mark(a)
+    fns = {n.name: a.scopes[n] for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert fns["after_step"].per_step is not None
+    assert fns["log_loss"].per_step is not None and "after_step" in fns["log_loss"].per_step_why
+    assert fns["log_rare"].per_step is None  # behind a periodic test
+
+
+def test_a_driver_with_steps_of_its_own_hands_no_per_step_context_down():
+    # `fit` runs a whole training loop per call: what it calls once runs once per fit, even when
+    # another loop calls `fit` again and again (a sweep).
+    a, tree = model(_TRAIN_STEP + """
+def report(params):
+    print(float(jnp.sum(params)))
+
+def fit(params, opt_state, data):
+    for batch in data:
+        params, opt_state, loss = train_step(params, opt_state, batch)
+    report(params)
+    return params
+
+def sweep(configs, data):
+    for params, opt_state in configs:
+        fit(params, opt_state, data)
+""")
+    per_step.mark(a)
+    fns = {n.name: a.scopes[n] for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert fns["report"].per_step is None
+
+
+def test_framework_methods_that_run_once_per_step():
+    a, tree = model("""
+import gymnasium as gym
+import torch
+
+class JaxEnv(gym.Env):
+    def step(self, action):
+        return self.obs, 0.0, False, False, {}
+    def render(self):
+        pass
+
+class Wrapped(JaxEnv):
+    pass
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x
+""")
+    per_step.mark(a)
+    methods = {(c.node.name, m): a.scopes[f] for c in a.classes.values() for m, f in c.methods.items()}
+    assert methods["JaxEnv", "step"].per_step is not None
+    assert methods["JaxEnv", "render"].per_step is None
+    assert methods["Net", "forward"].per_step is not None
+
+
+def test_a_helper_another_file_calls_every_training_step_is_reviewed_as_per_step(tmp_path: Path):
+    # Reduced from the twenty-fifth reading's misses: a metrics helper of its own file converts the
+    # loss with float(); the training loop of another file calls it on every step.
+    found = _review(tmp_path, {
+        "metrics.py": """
+            import jax.numpy as jnp
+
+            def summarize(loss):
+                return {"loss": float(jnp.mean(loss))}
+
+            def summarize_eval(loss):
+                return {"loss": float(jnp.mean(loss))}
+        """,
+        "train.py": _TRAIN_STEP + """
+from metrics import summarize, summarize_eval
+
+def train(params, opt_state, data, evals):
+    for batch in data:
+        params, opt_state, loss = train_step(params, opt_state, batch)
+        print(summarize(loss))
+    for batch in evals:
+        print(summarize_eval(jnp.sum(batch)))
+""",
+    })
+    assert [(f, line, code) for f, line, code, _c, _m in found] == [("metrics.py", 5, "JM101")]
+    assert "`train.py`, line 17, calls it on every step" in found[0][4]
+
+
+def test_what_a_gym_environment_step_returns_is_read_on_the_host_by_contract(tmp_path: Path):
+    # Gym's API takes NumPy observations back from `step`: converting them there is its job (from
+    # jumanji's Gym wrapper); reading a value it does not return is a per-step sync.
+    found = _review(tmp_path, {"env.py": """
+        import gym
+        import jax
+        import numpy as np
+
+        class JaxToGym(gym.Env):
+            def __init__(self, env):
+                self._step = jax.jit(env.step)
+
+            def step(self, action):
+                state, obs, reward = self._step(self._state, action)
+                self._state = state
+                print(float(reward))
+                return np.asarray(obs), 0.0, False, False, {}
+    """})
+    assert [(f, line, code) for f, line, code, _c, _m in found] == [("env.py", 13, "JM101")]
+    assert "`step` runs once per step of whatever loop drives this JaxToGym" in found[0][4]

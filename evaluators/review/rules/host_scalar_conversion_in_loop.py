@@ -200,7 +200,7 @@ class HostScalarConversionInLoop(Rule):
             return
         # An argument of unknown kind on a parameter a function of another file declares an
         # array (`start: Float[Array, "D"]`) counts by the callee's word: a guess, never proven.
-        # (A local callee's own body is reviewed as part of the loop that calls it: mark_per_step.)
+        # (A local callee's own body is reviewed as part of the loop that calls it: semantic/per_step.py.)
         declared = helpers.declared_arrays(ctx.analysis, node.func, ctx.scope) if fn is None else frozenset()
         found, guessed = [], False
         for arg, name in helpers.arguments(node, sig):
@@ -212,6 +212,8 @@ class HostScalarConversionInLoop(Rule):
                 guessed = guessed or kind is None
         if not found or periodic(ctx) or not_per_step(ctx, READ_WORDS):
             return
+        if not any(ctx.kind(arg) == "jax" for arg, _ in found):
+            return  # by the declaration only: the helper's own review reports the read in its body
         # A helper that copies whole arrays out (`np.asarray`, `.tolist()`) gathers results, the
         # job of an evaluation loop; one that makes a Python number of each is a per-step read.
         arrays = all(conv in ARRAY_COPIES for _, conv in found)

@@ -21,10 +21,13 @@ HOST_ENV_MAKERS = ("gym.", "gymnasium.", "envpool.", "dm_control.", "procgen.")
 def fed_to_host_env(ctx: Walk, values: list[ast.AST]) -> bool:
     """A name in `values` is handed to a host environment's `step` in the innermost loop; or, in a
     function a loop calls every step (`a = agent.act(obs)` then `env.step(a)`), the value is what
-    the function returns and the loop hands that result to the environment."""
+    the function returns and the loop hands that result to the environment; or, in the `step` of an
+    environment class on a host API (Gym, dm_env: per_step.py), what it returns, which that API
+    promises as host values."""
     loop = statement_loop(ctx)
     if loop is None:
-        return _returned_to_host_env(ctx)
+        return _returned_to_host_env(ctx) or (ctx.scope.node in ctx.analysis.memo.get("host_api_steps", ())
+                                              and _returned(ctx))
     fed = _env_step_args(loop, ctx)
     if not fed:
         return False
@@ -48,15 +51,16 @@ def _returned_to_host_env(ctx: Walk) -> bool:
 
 def _returned(ctx: Walk) -> bool:
     """The node being read is part of what its function returns: inside a `return`, or bound to
-    a name that a `return` of the function hands back."""
+    a name that a `return` of the function hands back (alone or as one item of a tuple)."""
     for node in reversed(ctx.stack):
         if isinstance(node, ast.Return):
             return True
         if isinstance(node, ast.Assign):
             names = {t.id for t in node.targets if isinstance(t, ast.Name)}
             fn = ctx.scope.node
-            return bool(names) and any(isinstance(r, ast.Return) and isinstance(r.value, ast.Name)
-                                       and r.value.id in names for r in astutil.walk(fn))
+            return bool(names) and any(isinstance(r, ast.Return) and r.value is not None and any(
+                isinstance(v, ast.Name) and v.id in names
+                for v in (r.value.elts if isinstance(r.value, ast.Tuple) else [r.value])) for r in astutil.walk(fn))
         if isinstance(node, ast.stmt):
             return False
     return False

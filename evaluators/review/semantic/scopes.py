@@ -66,7 +66,8 @@ class Scope:
     per_step: ast.AST | None = None  # a call in a host loop that runs this function every step
     per_step_loop: ast.AST | None = None  # that loop, and the scope it is in
     per_step_scope: Scope | None = None
-    step_role: object | None = None  # a method that runs a training step on self (roles.Role)
+    step_role: object | None = None  # the role of the steps it runs per (roles.Role), when not its loop's
+    per_step_why: str | None = None  # why it runs per step, where no loop of this file calls it (per_step.py)
     has_loops: bool = False
     appends: dict[str, list[ast.AST]] = field(default_factory=dict)  # `name.append(x)`: the x's
     # `name[k] = x` (also as one target of an unpacking): how each stored item got its value

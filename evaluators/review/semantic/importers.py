@@ -1,0 +1,157 @@
+"""Who calls a module's functions from the other files of a reviewed tree, and how often.
+
+project.py follows calls forward (a caller reads the facts of what it imports). A helper's own
+review needs the other direction: `log_metrics` in `utils.py` has no loop around it there, but
+`train.py` imports it and calls it on every step of its training loop, so a `float(loss)` in its
+body is a per-step host read. The index below is built once per process from the files' import
+lines (a regular expression, no parse); only the files that import a function of the module
+under review are modelled, once each (and kept for their own review, as project.py keeps trees).
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from jaxmem.evaluators.review.semantic import loops, per_step, roles
+from jaxmem.evaluators.review.semantic.branches import guessed_guard
+from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
+from jaxmem.evaluators.review.semantic.project import MAX_BYTES
+from jaxmem.evaluators.review.semantic.walk import At
+
+_FROM = re.compile(rb"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.MULTILINE)
+_NAME = re.compile(rb"(\w+)(?:\s+as\s+\w+)?")
+
+
+def mark_remote(analysis) -> None:
+    """Mark the module's functions that another file of the tree calls on every step."""
+    project, module = analysis.project, analysis.module_name
+    wanted = _imported_names(project).get(module)
+    if not wanted:
+        return
+    steps = project.memo.setdefault("steps", {})
+    for name, bindings in analysis.module_scope.bindings.items():
+        if name not in wanted:
+            continue
+        fn = bindings[-1].node
+        scope = analysis.scopes.get(fn) if bindings[-1].how == "def" else None
+        if scope is None or scope.traced or scope.per_step is not None:
+            continue
+        for other in dict.fromkeys(wanted[name]):
+            if (module, name) in steps:
+                break
+            if project.files[other] in (project._done or ()):
+                continue  # reviewed here already: what it calls per step is recorded
+            a = _model(project, other)
+            if a is not None:
+                per_step.mark(a, remote=False)
+                record(a)
+        if (module, name) in steps:
+            where, role = steps[module, name]
+            scope.per_step, scope.step_role = fn, role
+            scope.per_step_why = f"{where} calls it on every step"
+
+
+def record(a) -> None:
+    """Note, for the modules of the tree this one imports from, which of their functions it calls
+    on every step (read when those modules are reviewed; importers are reviewed first, order.py)."""
+    project, here = a.project, a.module_name
+    if project is None or here is None or a.memo.get("recorded"):
+        return
+    a.memo["recorded"] = True
+    steps = project.memo.setdefault("steps", {})
+    for call, loop, scope in _per_step_calls(a):
+        q = a.qualname(call.func)
+        if q is None or "." not in q:
+            continue
+        target = _resolve(project, q.rpartition(".")[0], here)
+        key = (target, q.rpartition(".")[2])
+        if target is None or target == here or key in steps:
+            continue
+        if loop is not None:
+            r = roles.role(a, loop, scope)
+            role = roles.Role(r.role, r.proven and not _guarded(a, scope, loop, call))
+        else:
+            role = per_step.step_role_of(a, scope, proven=False)
+        if not role.steps:
+            continue  # a sweep, an evaluation or an audit loop: not what a step pays for
+        steps[key] = (f"`{project.files[here].rsplit('/', 1)[-1]}`, line {call.lineno},", role)
+
+
+def _imported_names(project) -> dict[str, dict[str, list[str]]]:
+    """module of the tree -> function name -> the modules that import it with `from ... import`."""
+    memo = project.memo.get("importers")
+    if memo is not None:
+        return memo
+    out: dict[str, dict[str, list[str]]] = {}
+    for importer, path in project.files.items():
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(MAX_BYTES)
+        except OSError:
+            continue
+        for m in _FROM.finditer(raw):
+            dotted = m.group(1).decode("ascii", "replace")
+            target = _resolve(project, dotted, importer)
+            if target is None or target == importer:
+                continue
+            names = out.setdefault(target, {})
+            for n in _NAME.finditer(m.group(2).strip(b"()")):
+                names.setdefault(n.group(1).decode("ascii", "replace"), []).append(importer)
+    project.memo["importers"] = out
+    return out
+
+
+def _resolve(project, dotted: str, importer: str) -> str | None:
+    """The module of the tree `from <dotted> import ...` in `importer` names, or None."""
+    if dotted.startswith("."):
+        level = len(dotted) - len(dotted.lstrip("."))
+        parts = importer.split(".")
+        keep = len(parts) - level + (1 if project.is_package(importer) else 0)
+        if keep < 0:
+            return None
+        dotted = ".".join([*parts[:keep], *([dotted.lstrip(".")] if dotted.lstrip(".") else [])])
+        return dotted if dotted in project.files else None
+    return project._module_for(project.beside(dotted, importer))
+
+
+def _model(project, module: str):
+    """The semantic model of another module of the tree, built once per process, and kept for
+    its own review when that is due here (as project.py keeps what it models for facts)."""
+    from jaxmem.evaluators.review import semantic
+
+    path = project.files[module]
+    kept, models = project._kept.get(path), project.memo.setdefault("models", {})
+    if kept is not None and kept[2] is not None:
+        return kept[2]
+    if module not in models:
+        got = project.source_tree(path)
+        models[module] = got and semantic.build(got[1], got[0].splitlines(), module=module, project=project)
+        if got and project.may_review(path) and module not in project._tainted:
+            project._kept[path] = (got[0], got[1], models.pop(module))
+            return project._kept[path][2]
+    return models[module]
+
+
+def _per_step_calls(a):
+    """Calls by name that run on every step: in a host loop (not under `if step % N`, not a short or
+    per-epoch loop) or in a body that runs once per step."""
+    for call, loop, scope, guarded in a.loop_calls:
+        if guarded or not isinstance(loop, LOOP_TYPES) or scope.traced or not isinstance(call.func, ast.Name):
+            continue
+        if loops.small_loop(loop, a, scope) or loops.epoch_loop(loop, At(a, scope)):
+            continue
+        yield call, loop, scope
+    for scope in list(a.scopes.values()):
+        if scope.per_step is not None and not scope.traced and not per_step.drives_steps(a, scope):
+            for call in per_step.body_calls(scope.node):
+                if isinstance(call.func, ast.Name):
+                    yield call, None, scope
+
+
+def _guarded(a, scope, loop: ast.AST, call: ast.Call) -> bool:
+    """The call sits under a branch of the loop that may not run every step (a debug switch)."""
+    for node in ast.walk(loop):
+        if isinstance(node, ast.If) and any(call is n for part in node.body for n in ast.walk(part)):
+            if guessed_guard(node.test, a, scope) is not None:
+                return True
+    return False

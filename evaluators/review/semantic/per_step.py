@@ -1,0 +1,198 @@
+"""Which function bodies run once per step: the call graph behind `Walk.per_step`.
+
+A rule that sees `float(loss)` in a function's body asks whether that body runs on every step of
+some loop. It does when:
+
+1. a host loop of the module calls the function on every iteration (not under `if step % N`, not
+   a short or per-epoch loop);
+2. it runs a training step on state it keeps or is handed (roles.step_method), whoever calls it;
+3. a framework calls it once per step by its contract (FRAMEWORK_STEPS): a Gym environment's
+   `step`, a PyTorch module's `forward`, a Keras callback's batch hook;
+4. another file of the reviewed tree calls it on every step (importers.py);
+5. a function that runs per step calls it from its own body, not behind a periodic test: the
+   call graph followed down, a few levels (a logging helper that a step helper calls).
+
+What the model cannot prove (3, and 4 or 5 from a loop of unproven role) comes with an unproven
+role, so what rules find there is reported as possible.
+"""
+from __future__ import annotations
+
+import ast
+
+from jaxmem.evaluators.review.semantic import loops, roles
+from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
+from jaxmem.evaluators.review.semantic.walk import At
+
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEPTH = 3  # levels of calls followed down from a per-step body
+
+# Methods a framework calls once per step of whatever loop drives it, by the base class that
+# promises it. An environment's `step` runs once per environment step of the agent's loop, a
+# wrapper's `observation`/`reward`/`action` once per step of the environment it wraps, a PyTorch
+# module's `forward` once per batch, a Keras or Stable-Baselines callback's hook once per batch or
+# environment step, a PyTorch dataset's `__getitem__` once per sample.
+_GYM = ("gym", "gymnasium", "gym.core", "gymnasium.core")
+FRAMEWORK_STEPS: dict[str, tuple[str, ...]] = {
+    **{f"{g}.Env": ("step",) for g in _GYM},
+    **{f"{g}.Wrapper": ("step",) for g in _GYM},
+    **{f"{g}.ObservationWrapper": ("observation", "step") for g in _GYM},
+    **{f"{g}.RewardWrapper": ("reward", "step") for g in _GYM},
+    **{f"{g}.ActionWrapper": ("action", "step") for g in _GYM},
+    "dm_env.Environment": ("step",),
+    "torch.nn.Module": ("forward",),
+    "torch.utils.data.Dataset": ("__getitem__",),
+    "keras.callbacks.Callback": ("on_train_batch_end", "on_train_batch_begin", "on_batch_end", "on_batch_begin"),
+    "tensorflow.keras.callbacks.Callback": ("on_train_batch_end", "on_train_batch_begin", "on_batch_end",
+                                            "on_batch_begin"),
+    "stable_baselines3.common.callbacks.BaseCallback": ("_on_step",),
+    "pytorch_lightning.LightningModule": ("training_step",),
+    "lightning.LightningModule": ("training_step",),
+    "lightning.pytorch.LightningModule": ("training_step",),
+}
+HOST_APIS = ("gym.", "gymnasium.", "dm_env.")  # their environments return NumPy values by contract
+
+
+def mark(analysis, remote: bool = True) -> None:
+    """Set `per_step` (with what explains it) on every scope whose body runs once per step.
+    Idempotent: a scope already marked keeps its first reason. `remote`: also ask the other files
+    of the reviewed tree (off when this model is itself being read for another file's sake)."""
+    _loop_callees(analysis)
+    for scope in analysis.scopes.values():
+        if scope.per_step is None and not scope.traced:  # step_method reads functions only
+            found = roles.step_method(analysis, scope)
+            if found is not None:
+                scope.per_step, scope.step_role = found.call, found
+    _framework_methods(analysis)
+    if remote and analysis.project is not None and analysis.module_name is not None:
+        from jaxmem.evaluators.review.semantic import importers
+
+        importers.mark_remote(analysis)
+    _follow_down(analysis)
+    if remote and analysis.project is not None and analysis.module_name is not None:
+        from jaxmem.evaluators.review.semantic import importers
+
+        importers.record(analysis)
+
+
+def _loop_callees(analysis) -> None:
+    for call, loop, scope, guarded in analysis.loop_calls:
+        if guarded or not isinstance(loop, LOOP_TYPES) or scope.traced:
+            continue  # comprehensions build data; the steps run in statement loops
+        callee = _callee(analysis, call, scope)
+        if callee is None or callee is scope or callee.per_step is not None:
+            continue
+        if loops.small_loop(loop, analysis, scope) or loops.epoch_loop(loop, At(analysis, scope)):
+            continue
+        callee.per_step = call
+        callee.per_step_loop, callee.per_step_scope = loop, scope
+
+
+def _callee(analysis, call: ast.Call, scope):
+    """The scope of the module function (or method) a call runs on the host, or None."""
+    fn = analysis.resolve_def(call.func, scope)
+    if not isinstance(fn, _FUNCS):
+        return None
+    callee = analysis.scopes.get(fn)
+    if callee is None or callee.traced:
+        return None
+    if isinstance(call.func, ast.Attribute) and analysis.jit_info(call.func, scope) is not None:
+        # `self.train_step` re-bound in `__init__` to a jitted or pmapped version of the method:
+        # the call runs the compiled program, not the method's body on the host.
+        return None
+    return callee
+
+
+def _framework_methods(analysis) -> None:
+    for cls in analysis.classes.values():
+        for name, host in _framework_names(analysis, cls, set()):
+            fn = cls.methods.get(name)
+            scope = analysis.scopes.get(fn) if fn is not None else None
+            if scope is None or scope.traced or scope.per_step is not None:
+                continue
+            scope.per_step = fn
+            scope.step_role = roles.Role("step")
+            if host:
+                # Gym's and dm_env's methods hand back host values by contract: reading what they
+                # return to the host is their job (envs.fed_to_host_env).
+                analysis.memo.setdefault("host_api_steps", set()).add(fn)
+            scope.per_step_why = f"`{name}` runs once per step of whatever loop drives this {cls.node.name}"
+
+
+def _framework_names(analysis, cls, seen: set) -> tuple[tuple[str, bool], ...]:
+    """The per-step methods a class's bases promise, through its own module's subclasses, each
+    with whether the framework takes what it returns as host values (an environment's API)."""
+    if cls.node in seen:
+        return ()
+    seen.add(cls.node)
+    out: list[tuple[str, bool]] = []
+    for base in cls.bases:
+        q = analysis.qualname(base)
+        if q in FRAMEWORK_STEPS:
+            out += [(name, q.startswith(HOST_APIS)) for name in FRAMEWORK_STEPS[q]]
+        elif isinstance(base, ast.Name):
+            b = analysis.resolve(base.id, analysis.module_scope, (cls.node.lineno, 0))
+            other = analysis.classes.get(b.node) if b is not None and b.how == "class" else None
+            if other is not None:
+                out += _framework_names(analysis, other, seen)
+    return tuple(out)
+
+
+def body_calls(fn: ast.AST):
+    """Calls a function's body makes on every run: not in its own loops (those are loop calls),
+    nested functions or classes, and not behind a periodic test (`if step % 100 == 0:`)."""
+    todo = list(getattr(fn, "body", ()))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (*_FUNCS, ast.ClassDef, ast.Lambda, *LOOP_TYPES)):
+            continue
+        if isinstance(node, ast.If) and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+                                            for n in ast.walk(node.test)):
+            todo.append(node.test)
+            todo.extend(node.orelse)  # the other arm runs on the other steps
+            continue
+        if isinstance(node, ast.Call):
+            yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _follow_down(analysis) -> None:
+    """Functions a per-step body calls run per step too (a few levels down)."""
+    frontier = [s for s in analysis.scopes.values() if s.per_step is not None and not s.traced]
+    for _ in range(_DEPTH):
+        nxt = []
+        for scope in frontier:
+            fn = scope.node
+            if not isinstance(fn, _FUNCS) or drives_steps(analysis, scope):
+                continue
+            role = step_role_of(analysis, scope, proven=False)
+            if not role.steps:
+                continue  # followed down from steps only: a sweep or an audit loop calls once per case
+            for call in body_calls(fn):
+                callee = _callee(analysis, call, scope)
+                if callee is None or callee is scope or callee.per_step is not None:
+                    continue
+                callee.per_step, callee.per_step_scope = call, scope
+                callee.step_role = role
+                name = getattr(fn, "name", "?")
+                callee.per_step_why = f"`{name}` calls it on line {call.lineno}, and `{name}` runs once per step"
+                nxt.append(callee)
+        frontier = nxt
+        if not frontier:
+            break
+
+
+def drives_steps(analysis, scope) -> bool:
+    """The body runs steps of its own (a loop of it trains or steps state): a driver, whose other
+    calls run once per drive, not once per step, whatever calls the driver."""
+    return any(isinstance(loop, LOOP_TYPES) and roles.role(analysis, loop, scope).steps for _s, _e, loop in scope.loops)
+
+
+def step_role_of(analysis, scope, proven: bool = True) -> roles.Role:
+    """The role of the steps a per-step scope runs on: its own, or its caller's loop's. What a
+    per-step body calls is handed the role unproven (`proven=False`): one call from a loop is
+    what the model proves; further down, the callee may be a small part of a long step (a debug
+    print once per generation of an optimiser that trains networks in between)."""
+    r = scope.step_role
+    if r is None and scope.per_step_loop is not None and scope.per_step_scope is not None:
+        r = roles.role(analysis, scope.per_step_loop, scope.per_step_scope)
+    return roles.Role(r.role, r.proven and proven) if r is not None else roles.Role("other")
