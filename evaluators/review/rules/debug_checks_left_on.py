@@ -60,7 +60,8 @@ class DebugChecksLeftOn(Rule):
 
     def check(self, node: ast.AST, ctx: Ctx) -> None:
         flag = None
-        if isinstance(node, ast.Call) and ctx.qualname(node.func) == "jax.config.update":
+        updated = isinstance(node, ast.Call) and ctx.qualname(node.func) == "jax.config.update"
+        if updated:
             if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value in DEBUG_CHECKS:
                 value = node.args[1]
                 if isinstance(value, ast.Constant) and (value.value is True or value.value == 1):
@@ -72,7 +73,9 @@ class DebugChecksLeftOn(Rule):
             if first_import is None or node.lineno < first_import:
                 flag = next((key for key, value in env_writes(ctx, node)
                              if key in DEBUG_CHECK_VARS and const_str(value) in TRUE_TEXT), None)
-        if flag is None or _switched(ctx) or not _stays_on(ctx, node):
+        # An update switched off again elsewhere in the module (a notebook that checks one cell)
+        # is not left on (regions.debug_checks); an environment write is read at import: it stays.
+        if flag is None or _switched(ctx) or updated and not debug_checks(ctx):
             return
         # A package's `__init__.py` runs in every program that imports the package: the checker is
         # then on for their loops, which are in other files.
@@ -94,12 +97,6 @@ def _main_guard(test: ast.AST) -> bool:
     return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
             and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
             and test.comparators[0].value == "__main__")
-
-
-def _stays_on(ctx: Ctx, node: ast.AST) -> bool:
-    """No `jax.config.update(flag, False)` elsewhere in the module (a notebook that checks one
-    cell and switches the checker off again). An environment write is read at import: it stays."""
-    return not isinstance(node, ast.Call) or debug_checks(ctx)
 
 
 def _loops_over_jax(ctx: Ctx) -> bool:
