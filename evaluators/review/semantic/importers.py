@@ -12,18 +12,20 @@ from __future__ import annotations
 import ast
 import re
 
-from jaxmem.evaluators.review.semantic import loops, per_step, roles
+from jaxmem.evaluators.review.semantic import loops, roles
 from jaxmem.evaluators.review.semantic.branches import guessed_guard
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
 from jaxmem.evaluators.review.semantic.project import MAX_BYTES
+from jaxmem.evaluators.review.semantic.step_calls import body_calls, drives_steps, step_role_of
 from jaxmem.evaluators.review.semantic.walk import At
 
 _FROM = re.compile(rb"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.MULTILINE)
 _NAME = re.compile(rb"(\w+)(?:\s+as\s+\w+)?")
 
 
-def mark_remote(analysis) -> None:
-    """Mark the module's functions that another file of the tree calls on every step."""
+def mark_remote(analysis, mark_local) -> None:
+    """Mark the module's functions that another file of the tree calls on every step.
+    `mark_local`: per_step.mark without this step, run on the model of a file not reviewed yet."""
     project, module = analysis.project, analysis.module_name
     wanted = _imported_names(project).get(module)
     if not wanted:
@@ -43,7 +45,7 @@ def mark_remote(analysis) -> None:
                 continue  # reviewed here already: what it calls per step is recorded
             a = _model(project, other)
             if a is not None:
-                per_step.mark(a, remote=False)
+                mark_local(a)
                 record(a)
         if (module, name) in steps:
             where, role = steps[module, name]
@@ -71,7 +73,7 @@ def record(a) -> None:
             r = roles.role(a, loop, scope)
             role = roles.Role(r.role, r.proven and not _guarded(a, scope, loop, call))
         else:
-            role = per_step.step_role_of(a, scope, proven=False)
+            role = step_role_of(a, scope, proven=False)
         if not role.steps:
             continue  # a sweep, an evaluation or an audit loop: not what a step pays for
         steps[key] = (f"`{project.files[here].rsplit('/', 1)[-1]}`, line {call.lineno},", role)
@@ -142,8 +144,8 @@ def _per_step_calls(a):
             continue
         yield call, loop, scope
     for scope in list(a.scopes.values()):
-        if scope.per_step is not None and not scope.traced and not per_step.drives_steps(a, scope):
-            for call in per_step.body_calls(scope.node):
+        if scope.per_step is not None and not scope.traced and not drives_steps(a, scope):
+            for call in body_calls(scope.node):
                 if isinstance(call.func, ast.Name):
                     yield call, None, scope
 

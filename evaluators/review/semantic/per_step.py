@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import ast
 
-from jaxmem.evaluators.review.semantic import loops, roles
+from jaxmem.evaluators.review.semantic import importers, loops, roles
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
+from jaxmem.evaluators.review.semantic.step_calls import body_calls, drives_steps, step_role_of
 from jaxmem.evaluators.review.semantic.walk import At
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -63,14 +64,11 @@ def mark(analysis, remote: bool = True) -> None:
             if found is not None:
                 scope.per_step, scope.step_role = found.call, found
     _framework_methods(analysis)
-    if remote and analysis.project is not None and analysis.module_name is not None:
-        from jaxmem.evaluators.review.semantic import importers
-
-        importers.mark_remote(analysis)
+    tree = remote and analysis.project is not None and analysis.module_name is not None
+    if tree:
+        importers.mark_remote(analysis, lambda other: mark(other, remote=False))
     _follow_down(analysis)
-    if remote and analysis.project is not None and analysis.module_name is not None:
-        from jaxmem.evaluators.review.semantic import importers
-
+    if tree:
         importers.record(analysis)
 
 
@@ -137,24 +135,6 @@ def _framework_names(analysis, cls, seen: set) -> tuple[tuple[str, bool], ...]:
     return tuple(out)
 
 
-def body_calls(fn: ast.AST):
-    """Calls a function's body makes on every run: not in its own loops (those are loop calls),
-    nested functions or classes, and not behind a periodic test (`if step % 100 == 0:`)."""
-    todo = list(getattr(fn, "body", ()))
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (*_FUNCS, ast.ClassDef, ast.Lambda, *LOOP_TYPES)):
-            continue
-        if isinstance(node, ast.If) and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
-                                            for n in ast.walk(node.test)):
-            todo.append(node.test)
-            todo.extend(node.orelse)  # the other arm runs on the other steps
-            continue
-        if isinstance(node, ast.Call):
-            yield node
-        todo.extend(ast.iter_child_nodes(node))
-
-
 def _follow_down(analysis) -> None:
     """Functions a per-step body calls run per step too (a few levels down)."""
     frontier = [s for s in analysis.scopes.values() if s.per_step is not None and not s.traced]
@@ -179,20 +159,3 @@ def _follow_down(analysis) -> None:
         frontier = nxt
         if not frontier:
             break
-
-
-def drives_steps(analysis, scope) -> bool:
-    """The body runs steps of its own (a loop of it trains or steps state): a driver, whose other
-    calls run once per drive, not once per step, whatever calls the driver."""
-    return any(isinstance(loop, LOOP_TYPES) and roles.role(analysis, loop, scope).steps for _s, _e, loop in scope.loops)
-
-
-def step_role_of(analysis, scope, proven: bool = True) -> roles.Role:
-    """The role of the steps a per-step scope runs on: its own, or its caller's loop's. What a
-    per-step body calls is handed the role unproven (`proven=False`): one call from a loop is
-    what the model proves; further down, the callee may be a small part of a long step (a debug
-    print once per generation of an optimiser that trains networks in between)."""
-    r = scope.step_role
-    if r is None and scope.per_step_loop is not None and scope.per_step_scope is not None:
-        r = roles.role(analysis, scope.per_step_loop, scope.per_step_scope)
-    return roles.Role(r.role, r.proven and proven) if r is not None else roles.Role("other")
