@@ -53,6 +53,7 @@ class Project:
         self._real: dict[str, str] = {}  # a path as given -> resolved (each resolve() is a few lstat calls)
         self._suffix: dict[str, str | None] = {}
         self._packages: dict[str, bool] = {}
+        self.memo: dict = {}  # tree-wide indexes built on first need (importers.py)
         # Packages of the tree: every proper prefix of a module name (`src` of `src.training`).
         # Modules by their last component: an import matches a module of the tree only if they
         # end the same (the suffix matches below), so each lookup reads a handful, not the tree.
