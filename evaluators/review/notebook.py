@@ -123,6 +123,10 @@ def _blank_magics(lines: list[str]) -> list[str]:
         if timed_once is not None:
             out.append(indent + timed_once)  # `%time y = f(x)`: `y = _time_magic_(f(x))`, y kept bound
             continue
+        timed_into = _timed_assignment(stripped)
+        if timed_into is not None:
+            out.append(indent + timed_into)  # `t = %timeit -o f(x)`: `t = _timeit_magic_(f(x))`
+            continue
         if stripped.startswith(("%", "!")) or _HELP.match(line):
             # Inside a block (`if ...:` then `!pip ...`) a blank line would leave the block
             # empty, a syntax error; `pass` at the same indentation keeps it valid.
@@ -163,6 +167,7 @@ TIMING_MAGICS = {TIMEIT_MARKER: "%timeit", TIMEIT_CELL_MARKER: "%%timeit", TIME_
                  TIME_CELL_MARKER: "%%time"}
 _TIMEIT = re.compile(r"^%timeit\s+((?:-[A-Za-z]+(?:\s+\d+)?\s+)*)(.+)$")
 _TIME = re.compile(r"^%time\s+(.+)$")
+_ASSIGN_TIMING = re.compile(r"^([A-Za-z_][\w.]*)\s*=\s*(%time(?:it)?\s.+)$")
 
 
 def _timed_expression(stripped: str) -> str | None:
@@ -183,6 +188,24 @@ def _timed_expression(stripped: str) -> str | None:
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         return ast.unparse(stmt.value)
     return None
+
+
+def _timed_assignment(stripped: str) -> str | None:
+    """`t = %timeit -o f(x)` (the TimeitResult kept to compare timings) or `y = %time f(x)` (the
+    value kept): the same timed expression as the bare magic, bound to the same name."""
+    m = _ASSIGN_TIMING.match(stripped)
+    if m is None:
+        return None
+    target, magic = m.group(1).strip(), m.group(2)
+    if magic.startswith("%timeit"):
+        timed = _timed_expression(magic)
+        return f"{target} = {TIMEIT_MARKER}({timed})" if timed is not None else None
+    m = _TIME.match(magic)
+    try:
+        ast.parse(m.group(1).strip(), mode="eval") if m else None
+    except SyntaxError:
+        return None
+    return f"{target} = {TIME_MARKER}({m.group(1).strip()})" if m else None
 
 
 def _timed_statement(stripped: str) -> str | None:

@@ -132,6 +132,22 @@ def test_a_timeit_line_continued_with_backslashes_is_read_as_ipython_joins_it(tm
     assert found == [(2, 1)]
 
 
+def test_a_timing_magic_bound_to_a_name_is_read_as_the_bare_magic(tmp_path: Path):
+    """`t = %timeit -n 100 -o f(x)` keeps IPython's TimeitResult to compare two timings (from the
+    twenty-sixth reading's miss, a NumPy-vs-JAX speed-up printed from two such results) and
+    `y = %time f(x)` keeps the value: both time the same call as the bare magic, and `y` stays
+    bound for later cells."""
+    nb = tmp_path / "bench.ipynb"
+    nb.write_text(_nb([
+        ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a: a @ a)\nx = jnp.ones((64, 64))"),
+        ("code", "t_jax = %timeit -n 100 -o f(x)\ny = %time f(x)\nprint(t_jax.average, y.shape)"),
+        ("code", "t_ok = %timeit -o f(x).block_until_ready()"),
+    ]))
+    found = [(f.cell, f.line) for f in review_paths([str(nb)], jobs=1, show_possible=True).findings
+             if f.code == "JM704"]
+    assert found == [(2, 1), (2, 2)]
+
+
 def test_a_time_cell_of_one_statement_is_read_as_time_of_it(tmp_path: Path):
     """`%%time` over one statement (here over two lines, a comment above it) is `%time` of it: the
     clock stops after a call that has not finished (JM704). A `%%time` cell of several statements
