@@ -347,4 +347,7 @@ def load(text: str) -> NotebookSource:
         for i, line in enumerate(code, 1):
             lines.append(line)
             line_map.append((number, i))
-    return NotebookSource("\n".join(lines) + "\n", line_map, skipped, original=original)
+    # The cells that parse, joined: parsed here too, so that their statements carry their cells
+    # and display marks (mark_displayed) as they do when every cell parses.
+    joined = "\n".join(lines) + "\n"
+    return NotebookSource(joined, line_map, skipped, tree=_tree(joined), original=original)

@@ -181,6 +181,11 @@ def test_a_notebook_cells_last_expression_is_shown_not_discarded(tmp_path: Path)
     assert found == {(3, 1), (4, 1)}
     script = "\n".join(src for _, src in cells)
     assert len([f for f in review_source(script, "demo.py") if f.code == "JM502"]) == 3
+    # The same when another cell is not Python and the rest is read without it (from the
+    # twenty-sixth reading, after its report: a notebook with one broken cell).
+    nb.write_text(_nb([cells[0], ("code", "def broken(:\n    pass"), *cells[1:]]))
+    found = {(f.cell, f.line) for f in review_paths([str(nb)], jobs=1, show_possible=True).findings if f.code == "JM502"}
+    assert found == {(4, 1), (5, 1)}
 
 
 @pytest.mark.parametrize("files, sure", [
