@@ -186,7 +186,9 @@ class JitCreatedInLoop(Rule):
         if ctx.loops and loops.small_loop(ctx.loops[-1], ctx.analysis, ctx.scope):
             return  # a few iterations the source fixes: a few compilations
         a = ctx.analysis
-        caller = next((s for c, _loop, s, _g in a.loop_calls if c is ctx.per_step), None) if not ctx.loops else None
+        # In a body that runs per step: the function that runs it (a loop's, or a per-step body's
+        # that calls it, semantic/per_step.py) shows whether this code runs eagerly.
+        caller = ctx.scope.per_step_scope if not ctx.loops else None
         if not (runs_eagerly(a, ctx.scope) or (caller is not None and runs_eagerly(a, caller))):
             return
         if loops.benchmark_function(ctx.scope, a):

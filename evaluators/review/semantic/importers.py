@@ -25,7 +25,8 @@ _NAME = re.compile(rb"(\w+)(?:\s+as\s+\w+)?")
 
 def mark_remote(analysis, mark_local) -> None:
     """Mark the module's functions that another file of the tree calls on every step.
-    `mark_local`: per_step.mark without this step, run on the model of a file not reviewed yet."""
+    `mark_local`: per_step.mark without this step, run on the model of an importer that has not
+    recorded its per-step calls yet (one this process has not reviewed)."""
     project, module = analysis.project, analysis.module_name
     wanted = _imported_names(project).get(module)
     if not wanted:
@@ -41,12 +42,11 @@ def mark_remote(analysis, mark_local) -> None:
         for other in dict.fromkeys(wanted[name]):
             if (module, name) in steps:
                 break
-            if project.files[other] in (project._done or ()):
-                continue  # reviewed here already: what it calls per step is recorded
+            if other in project.memo.setdefault("recorded", set()):
+                continue  # what it calls per step is recorded already
             a = _model(project, other)
             if a is not None:
-                mark_local(a)
-                record(a)
+                mark_local(a)  # records what it calls per step
         if (module, name) in steps:
             where, role = steps[module, name]
             scope.per_step, scope.step_role = fn, role
@@ -60,6 +60,7 @@ def record(a) -> None:
     if project is None or here is None or a.memo.get("recorded"):
         return
     a.memo["recorded"] = True
+    project.memo.setdefault("recorded", set()).add(here)
     steps = project.memo.setdefault("steps", {})
     for call, loop, scope in _per_step_calls(a):
         q = a.qualname(call.func)

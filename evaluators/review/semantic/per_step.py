@@ -64,12 +64,15 @@ def mark(analysis, remote: bool = True) -> None:
             if found is not None:
                 scope.per_step, scope.step_role = found.call, found
     _framework_methods(analysis)
-    tree = remote and analysis.project is not None and analysis.module_name is not None
-    if tree:
-        importers.mark_remote(analysis, lambda other: mark(other, remote=False))
     _follow_down(analysis)
-    if tree:
-        importers.record(analysis)
+    if analysis.project is None or analysis.module_name is None:
+        return
+    # What this file calls per step is recorded from its own marks only, before other files'
+    # are read: the same whichever file a process happens to review first.
+    importers.record(analysis)
+    if remote:
+        importers.mark_remote(analysis, lambda other: mark(other, remote=False))
+        _follow_down(analysis)
 
 
 def _loop_callees(analysis) -> None:
