@@ -29,7 +29,12 @@ import ast
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.semantic.names import HOST_ATTRS, LOOP_TYPES
+from jaxmem.evaluators.review.semantic.names import ARRAY_RESULT_METHODS, HOST_ATTRS, HOST_METHODS, LOOP_TYPES
+
+# What a `jax.Array` itself has (jax 0.10.2): reading one of these on a donated array reads the
+# deleted buffer. Any other attribute belongs to some other object (a pytree of arrays).
+ARRAY_MEMBERS = ARRAY_RESULT_METHODS | frozenset(HOST_METHODS) | frozenset({
+    "T", "mT", "real", "imag", "at", "flat", "addressable_shards", "global_shards", "unsafe_buffer_pointer"})
 
 
 def _names(node: ast.AST, want: type) -> set[str]:
@@ -93,16 +98,21 @@ class DonatedBufferUsedAfterCall(Rule):
             loads = [n for n in astutil.walk(stmt) if isinstance(n, ast.Name) and n.id == name
                      and isinstance(n.ctx, ast.Load) and id(n) not in benign]
             if loads:
-                self._emit(ctx, min(loads, key=lambda n: (n.lineno, n.col_offset)), name, call)
+                first = min(loads, key=lambda n: (n.lineno, n.col_offset))
+                # `mesh.attrs` of a donated pytree object: the attribute may be static data of the
+                # pytree, which donation leaves alone, not one of its arrays: not certain.
+                member = _members(stmt).get(id(first))
+                self._emit(ctx, first, name, call, sure=member is None or member in ARRAY_MEMBERS)
                 return True
             if name in _names(stmt, ast.Store) or name in _names(stmt, ast.Del):
                 return True
         return False
 
-    def _emit(self, ctx: Ctx, node: ast.AST, name: str, call: ast.Call, message: str | None = None) -> None:
+    def _emit(self, ctx: Ctx, node: ast.AST, name: str, call: ast.Call, message: str | None = None,
+              sure: bool = True) -> None:
         # Sure where the donated value is proven a device array (a NumPy one is copied, not deleted).
         ctx.report(self, node, message=message, arg=name, func=ast.unparse(call.func), line=call.lineno,
-                   sure=ctx.proven(_name(call, name)))
+                   sure=sure and ctx.proven(_name(call, name)))
 
     @staticmethod
     def _donating_call(stmt: ast.stmt, ctx: Ctx) -> ast.Call | None:
@@ -135,6 +145,11 @@ class DonatedBufferUsedAfterCall(Rule):
             if isinstance(kw.value, ast.Name) and kw.arg is not None and info.donates_keyword(kw.arg):
                 out.add(kw.value.id)
         return out
+
+
+def _members(stmt: ast.AST) -> dict[int, str]:
+    """id of a name read as `name.attr` in the statement -> attr."""
+    return {id(n.value): n.attr for n in astutil.walk(stmt) if isinstance(n, ast.Attribute)}
 
 
 def _name(call: ast.Call, name: str) -> ast.AST:
