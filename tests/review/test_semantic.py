@@ -2194,3 +2194,32 @@ def test_what_a_gym_environment_step_returns_is_read_on_the_host_by_contract(tmp
     """})
     assert [(f, line, code) for f, line, code, _c, _m in found] == [("env.py", 13, "JM101")]
     assert "`step` runs once per step of whatever loop drives this JaxToGym" in found[0][4]
+
+
+def test_a_closure_an_imported_factory_makes_gives_what_its_def_returns(tmp_path: Path):
+    # `step_fn = make_train_step(model, opt)` from another file, whose factory returns a def that
+    # calls a jitted step and returns its loss (from the twenty-seventh reading, after its report):
+    # `float(step_fn(batch))` reads a device array every step.
+    found = _review(tmp_path, {
+        "steps.py": _TRAIN_STEP + """
+def make_train_step(params, opt_state):
+    state = [params, opt_state]
+
+    def step(batch):
+        state[0], state[1], loss = train_step(state[0], state[1], batch)
+        return loss
+
+    return step
+""",
+        "train.py": """
+from steps import make_train_step
+
+def train(params, opt_state, data):
+    step_fn = make_train_step(params, opt_state)
+    total = 0.0
+    for batch in data:
+        total += float(step_fn(batch))
+    return total
+""",
+    }, select=("JM101",))
+    assert [(f, line, code) for f, line, code, _c, _m in found] == [("train.py", 8, "JM101")]

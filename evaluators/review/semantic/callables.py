@@ -250,6 +250,13 @@ class CallablesMixin:
                     return info
         return None
 
+    def made_returns(self, call: ast.Call, strict: bool) -> str | None:
+        """What the function an imported factory makes gives when called: `step = make_step(...)`
+        in another file of the tree, whose `make_step` returns a def it defines."""
+        q = self.qualname(call.func) if self.project is not None else None
+        facts = self.project.function(q) if q else None
+        return facts.makes_returns[1 if strict else 0] if facts is not None else None
+
     def _project_jit(self, func: ast.Name, b: Binding, scope: Scope) -> JitInfo | None:
         """A jitted callable from another file of the reviewed tree: imported as one
         (`from .train import p_train_step`) or made by an imported factory (`step = make_step(...)`)."""

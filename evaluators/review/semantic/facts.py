@@ -17,6 +17,7 @@ class FunctionFacts:
     returns_strict: str | None  # kind of its results, where every return proves it
     trains: bool  # takes gradients or applies an optimizer (in its body or one call deep)
     makes_jit: JitInfo | None = None  # a factory: the jitted callable it returns
+    makes_returns: tuple[str | None, str | None] = (None, None)  # a factory of a def: its results' kinds
     jit_maker: JitInfo | None = None  # a jit decorator maker: `pmap = functools.partial(jax.pmap, ...)`
     reads_clock: bool = False  # its body reads the time (a timer helper: `tick`, `tock`)
     clock_context: bool = False  # a context manager that times its block

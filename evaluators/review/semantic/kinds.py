@@ -332,9 +332,11 @@ class KindsMixin:
             b = self.resolve(func.id, scope, pos(func))
             if b is not None and b.how == "param" and not strict and passed_kind(self, b):
                 return "jax"  # `solver_fn(A, b)`, every caller here passing `jax.scipy...cg` (waited.py)
-            if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Call) \
-                    and self.qualname(b.value.func) in RETURNS_ARRAYS:
-                return "jax"
+            if b is not None and b.how == "assign" and b.index is None and isinstance(b.value, ast.Call):
+                # `step = jax.vmap(f)`, or `step = make_step(...)` of another file returning its inner def
+                made = "jax" if self.qualname(b.value.func) in RETURNS_ARRAYS else self.made_returns(b.value, strict)
+                if made is not None:
+                    return made
             if self.optimizer_part(func, scope) is not None:
                 # `opt_init, opt_update, get_params = optimizers.adam(lr)`: each of the three
                 # returns a pytree of device arrays (the state, the new state, the parameters).

@@ -330,6 +330,8 @@ def _device_work(ctx: Walk, roots: list[ast.AST], depth: int, scope=None) -> boo
                 return True  # jax.grad(f)(x), jax.vmap(f)(x)
             if q is None and a.optimizer_part(func, scope) == 1:
                 return True  # `opt_update(i, grads, opt_state)`: JAX operations over the whole state
+            if q is None and isinstance(func, ast.Name) and a.kind(n, scope, True) == "jax":
+                return True  # `step_fn(batch)`, a closure proven to return device arrays (a factory's)
             if depth == 0 and q is None:
                 fn = a.resolve_def(func, scope)
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:

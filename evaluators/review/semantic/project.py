@@ -351,6 +351,7 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
             out[name] = FunctionFacts(
                 jit=a.jitted_defs.get(fn), returns=a.return_kind(fn), returns_strict=a.return_kind(fn, True),
                 trains=trains(fn, At(a, inner or scope)), makes_jit=semantic.returned_jit(a, fn, None),
+                makes_returns=_made_returns(a, fn),
                 makes_jits=tuple(semantic.returned_jit(a, fn, i) for i in range(len(parts))),
                 reads_clock=clocks.reads_clock(a, fn), clock_context=clocks.is_context_clock(a, fn),
                 loads=mentions(lines, fn, LOAD_WORDS) and loads.loads(a, fn), grad_decorated=gradient_decorator(a, fn),
@@ -371,6 +372,13 @@ def _module_facts(path: str, module: str, project: Project) -> dict[str, Functio
     if not keep:
         a.release()
     return out
+
+
+def _made_returns(a, fn) -> tuple[str | None, str | None]:
+    """A factory that returns a def it defines (`def step(batch): ... return loss` ... `return step`):
+    the kinds that def's calls give, default and strict."""
+    made = a.returned_def(fn)
+    return (a.return_kind(made), a.return_kind(made, True)) if made is not None and made is not fn else (None, None)
 
 
 def _jit_facts(a, info, scope) -> FunctionFacts:
