@@ -63,6 +63,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # the new JM607 (`jax_debug_nans` left on for a run: every jitted call's outputs are copied to the
 # host and checked), the builders' case of it on eight readings (12k, 12zl, 12zzzzx, 12zzzzzi,
 # 12zzzzzt, 12zzzzzzb, 12zzzzzzp, 12zzzzzzzf), filed as `other` (and once as a per-step sync).
+# From the thirty-second stop (before 12zzzzzzzzk.. ran): `other` also counts JM604
+# (`XLA_PYTHON_CLIENT_ALLOCATOR=platform` for a whole training run: every buffer allocated and
+# freed with the platform allocator), the builders' case of it on 12zzzzzzzzj, filed as `other`.
 LEGACY_KIND_CODES = {
     "python-loop-not-scan": {"JM503", "JM504"}, "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013"},
 }
@@ -73,7 +76,8 @@ KIND_CODES = {
     "xla-env-late": {"JM601"}, "list-accumulation": {"JM803", "JM505", "JM108"},
     "python-loop-not-scan": {"JM503", "JM504", "JM304", "JM305", "JM307", "JM501", "JM505", "JM507"},
     "host-roundtrip": {"JM103", "JM105", "JM201", "JM202", "JM013", "JM101", "JM104", "JM107"}, "captured-constant": {"JM302", "JM306"},
-    "callback-per-update": {"JM106"}, "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505", "JM506", "JM607"},
+    "callback-per-update": {"JM106"},
+    "other": {"JM304", "JM305", "JM307", "JM308", "JM309", "JM501", "JM502", "JM505", "JM506", "JM604", "JM607"},
 }
 
 
