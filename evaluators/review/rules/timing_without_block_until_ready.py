@@ -125,6 +125,12 @@ class TimingWithoutBlockUntilReady(Rule):
             if starts and isinstance(stmt, (ast.Try, ast.With)) and not self._clock_with(stmt, ctx):
                 self._into_block(body, i, stmt, starts, ctx)
                 continue
+            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                # `for i in range(n): if i == warmup: t0 = time()` ... `time() - t0` after the loop:
+                # the clock starts inside the loop, after its warm-up iterations, and the region is
+                # the rest of the loop.
+                for name in self._started_inside(stmt, ctx):
+                    starts.setdefault(name, i - 1)
             if not starts or hasattr(stmt, "body"):
                 continue  # the elapsed-time expression sits in a simple statement
             for name, start in list(starts.items()):
@@ -362,6 +368,13 @@ class TimingWithoutBlockUntilReady(Rule):
             return True
         facts = project_facts(ctx.analysis, node.func, ctx.scope)
         return facts is not None and facts.clock
+
+    def _started_inside(self, loop: ast.AST, ctx: Ctx) -> list[str]:
+        """Names a loop's body binds to a clock read under a branch (not on every iteration: a
+        lap timer is read within the loop, _lap_clocks)."""
+        return [t.id for stmt in loop.body if isinstance(stmt, ast.If) for n in astutil.walk(stmt)
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(t := n.targets[0], ast.Name)
+                and self._clock_read(n.value, ctx) is n.value]
 
     def _clock_read(self, value: ast.AST, ctx: Ctx) -> ast.AST | None:
         """The clock read a timer variable is bound to: `time.perf_counter()`, or one taken relative
