@@ -62,13 +62,11 @@ def record(a) -> None:
     a.memo["recorded"] = True
     project.memo.setdefault("recorded", set()).add(here)
     steps = project.memo.setdefault("steps", {})
-    for call, loop, scope in _per_step_calls(a):
-        q = a.qualname(call.func)
-        if q is None or "." not in q:
-            continue
-        target = _resolve(project, q.rpartition(".")[0], here)
-        key = (target, q.rpartition(".")[2])
-        if target is None or target == here or key in steps:
+    _imported_names(project)
+    if here not in project.memo["importing"]:
+        return  # imports nothing from the tree's modules by name
+    for call, loop, scope, key in _per_step_calls(a, lambda c: _key(a, project, here, c)):
+        if key in steps:
             continue
         if loop is not None:
             r = roles.role(a, loop, scope)
@@ -86,6 +84,7 @@ def _imported_names(project) -> dict[str, dict[str, list[str]]]:
     if memo is not None:
         return memo
     out: dict[str, dict[str, list[str]]] = {}
+    importing: set[str] = set()
     for importer, path in project.files.items():
         try:
             with open(path, "rb") as fh:
@@ -100,7 +99,9 @@ def _imported_names(project) -> dict[str, dict[str, list[str]]]:
             names = out.setdefault(target, {})
             for n in _NAME.finditer(m.group(2).strip(b"()")):
                 names.setdefault(n.group(1).decode("ascii", "replace"), []).append(importer)
+            importing.add(importer)
     project.memo["importers"] = out
+    project.memo["importing"] = importing  # the modules that import something from another by name
     return out
 
 
@@ -135,20 +136,30 @@ def _model(project, module: str):
     return models[module]
 
 
-def _per_step_calls(a):
-    """Calls by name that run on every step: in a host loop (not under `if step % N`, not a short or
-    per-epoch loop) or in a body that runs once per step."""
+def _key(a, project, here: str, call: ast.Call) -> tuple[str, str] | None:
+    """(module, name) of a call by name of a function another module of the tree defines."""
+    q = a.qualname(call.func) if isinstance(call.func, ast.Name) else None
+    if q is None or "." not in q:
+        return None
+    target = _resolve(project, q.rpartition(".")[0], here)
+    return (target, q.rpartition(".")[2]) if target is not None and target != here else None
+
+
+def _per_step_calls(a, key_of):
+    """Calls of other modules' functions (`key_of` gives their key, or None) that run on every
+    step: in a host loop (not under `if step % N`, not a short or per-epoch loop) or in a body that
+    runs once per step. The key is asked first: most calls are of nothing in the tree."""
     for call, loop, scope, guarded in a.loop_calls:
-        if guarded or not isinstance(loop, LOOP_TYPES) or scope.traced or not isinstance(call.func, ast.Name):
+        if guarded or not isinstance(loop, LOOP_TYPES) or scope.traced or (key := key_of(call)) is None:
             continue
         if loops.small_loop(loop, a, scope) or loops.epoch_loop(loop, At(a, scope)):
             continue
-        yield call, loop, scope
+        yield call, loop, scope, key
     for scope in list(a.scopes.values()):
-        if scope.per_step is not None and not scope.traced and not drives_steps(a, scope):
-            for call in body_calls(scope.node):
-                if isinstance(call.func, ast.Name):
-                    yield call, None, scope
+        if scope.per_step is not None and not scope.traced:
+            found = [(call, key) for call in body_calls(scope.node) if (key := key_of(call)) is not None]
+            if found and not drives_steps(a, scope):
+                yield from ((call, None, scope, key) for call, key in found)
 
 
 def _guarded(a, scope, loop: ast.AST, call: ast.Call) -> bool:

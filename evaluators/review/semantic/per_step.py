@@ -145,15 +145,18 @@ def _follow_down(analysis) -> None:
         nxt = []
         for scope in frontier:
             fn = scope.node
-            if not isinstance(fn, _FUNCS) or drives_steps(analysis, scope):
+            if not isinstance(fn, _FUNCS):
                 continue
+            callees = [(call, callee) for call in body_calls(fn) if (callee := _callee(analysis, call, scope))
+                       is not None and callee is not scope and callee.per_step is None]
+            if not callees or drives_steps(analysis, scope):
+                continue  # (the cheap test first: most per-step bodies call no function of the module)
             role = step_role_of(analysis, scope, proven=False)
             if not role.steps:
                 continue  # followed down from steps only: a sweep or an audit loop calls once per case
-            for call in body_calls(fn):
-                callee = _callee(analysis, call, scope)
-                if callee is None or callee is scope or callee.per_step is not None:
-                    continue
+            for call, callee in callees:
+                if callee.per_step is not None:
+                    continue  # called twice from this body
                 callee.per_step, callee.per_step_scope = call, scope
                 callee.step_role = role
                 name = getattr(fn, "name", "?")

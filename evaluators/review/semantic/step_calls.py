@@ -5,28 +5,36 @@ from __future__ import annotations
 
 import ast
 
+from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import roles
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SKIP = (*_FUNCS, ast.ClassDef, ast.Lambda, *LOOP_TYPES)
 
 
-def body_calls(fn: ast.AST):
+def body_calls(fn: ast.AST) -> list[ast.Call]:
     """Calls a function's body makes on every run: not in its own loops (those are loop calls),
-    nested functions or classes, and not behind a periodic test (`if step % 100 == 0:`)."""
-    todo = list(getattr(fn, "body", ()))
+    nested functions or classes, and not behind a periodic test (`if step % 100 == 0:`). Kept on
+    the node: per_step.py and importers.py both ask (trees never change)."""
+    found = fn.__dict__.get("_jm_body_calls")
+    if found is not None:
+        return found
+    found, todo = [], list(getattr(fn, "body", ()))
     while todo:
         node = todo.pop()
-        if isinstance(node, (*_FUNCS, ast.ClassDef, ast.Lambda, *LOOP_TYPES)):
+        if isinstance(node, _SKIP):
             continue
         if isinstance(node, ast.If) and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
-                                            for n in ast.walk(node.test)):
+                                            for n in astutil.walk(node.test)):
             todo.append(node.test)
             todo.extend(node.orelse)  # the other arm runs on the other steps
             continue
-        if isinstance(node, ast.Call):
-            yield node
-        todo.extend(ast.iter_child_nodes(node))
+        if node.__class__ is ast.Call:
+            found.append(node)
+        todo.extend(astutil.children(node))
+    fn.__dict__["_jm_body_calls"] = found
+    return found
 
 
 def drives_steps(analysis, scope) -> bool:
