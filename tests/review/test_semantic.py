@@ -2123,6 +2123,7 @@ def sweep(configs, data):
 
 def test_framework_methods_that_run_once_per_step():
     a, tree = model("""
+import gymnasium
 import gymnasium as gym
 import torch
 
@@ -2138,10 +2139,15 @@ class Wrapped(JaxEnv):
 class Net(torch.nn.Module):
     def forward(self, x):
         return x
+
+class Batched(gymnasium.vector.SyncVectorEnv):
+    def step(self, actions):
+        return actions
 """)
     per_step.mark(a)
     methods = {(c.node.name, m): a.scopes[f] for c in a.classes.values() for m, f in c.methods.items()}
     assert methods["JaxEnv", "step"].per_step is not None
+    assert methods["Batched", "step"].per_step is not None  # a vector environment (twenty-eighth reading)
     assert methods["JaxEnv", "render"].per_step is None
     assert methods["Net", "forward"].per_step is not None
 

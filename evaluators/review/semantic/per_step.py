@@ -29,7 +29,8 @@ _DEPTH = 3  # levels of calls followed down from a per-step body
 
 # Methods a framework calls once per step of whatever loop drives it, by the base class that
 # promises it. An environment's `step` runs once per environment step of the agent's loop, a
-# wrapper's `observation`/`reward`/`action` once per step of the environment it wraps, a PyTorch
+# wrapper's `observation`/`reward`/`action` once per step of the environment it wraps (a vector
+# environment's `step`, or `step_wait`, once per step of all its copies), a PyTorch
 # module's `forward` once per batch, a Keras or Stable-Baselines callback's hook once per batch or
 # environment step, a PyTorch dataset's `__getitem__` once per sample.
 _GYM = ("gym", "gymnasium", "gym.core", "gymnasium.core")
@@ -39,6 +40,8 @@ FRAMEWORK_STEPS: dict[str, tuple[str, ...]] = {
     **{f"{g}.ObservationWrapper": ("observation", "step") for g in _GYM},
     **{f"{g}.RewardWrapper": ("reward", "step") for g in _GYM},
     **{f"{g}.ActionWrapper": ("action", "step") for g in _GYM},
+    **{f"{g}.vector.{v}": ("step", "step_wait") for g in ("gym", "gymnasium")
+       for v in ("VectorEnv", "SyncVectorEnv", "AsyncVectorEnv", "VectorEnvWrapper", "VectorWrapper")},
     "dm_env.Environment": ("step",),
     "torch.nn.Module": ("forward",),
     "torch.utils.data.Dataset": ("__getitem__",),
