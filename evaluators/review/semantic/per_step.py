@@ -12,8 +12,9 @@ some loop. It does when:
 5. a function that runs per step calls it from its own body, not behind a periodic test: the
    call graph followed down, a few levels (a logging helper that a step helper calls).
 
-What the model cannot prove (3, and 4 or 5 from a loop of unproven role) comes with an unproven
-role, so what rules find there is reported as possible.
+Only one call from a loop is proven: 3 and 5 always come with an unproven role, and 4 does unless
+the other file's loop calls the function itself (and proves its role), so what rules find there
+is reported as possible.
 """
 from __future__ import annotations
 
