@@ -200,12 +200,8 @@ def _timed_assignment(stripped: str) -> str | None:
     if magic.startswith("%timeit"):
         timed = _timed_expression(magic)
         return f"{target} = {TIMEIT_MARKER}({timed})" if timed is not None else None
-    m = _TIME.match(magic)
-    try:
-        ast.parse(m.group(1).strip(), mode="eval") if m else None
-    except SyntaxError:
-        return None
-    return f"{target} = {TIME_MARKER}({m.group(1).strip()})" if m else None
+    timed = _timed_statement(magic)  # `%time f(x)` is `_time_magic_(f(x))`; a statement is not a value
+    return f"{target} = {timed}" if timed is not None and timed.startswith(f"{TIME_MARKER}(") else None
 
 
 def _timed_statement(stripped: str) -> str | None:

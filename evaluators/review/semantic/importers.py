@@ -14,6 +14,7 @@ import re
 
 from jaxmem.evaluators.review.semantic import loops, roles
 from jaxmem.evaluators.review.semantic.branches import guessed_guard
+from jaxmem.evaluators.review.semantic.jax_use import tree_module
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
 from jaxmem.evaluators.review.semantic.project import MAX_BYTES
 from jaxmem.evaluators.review.semantic.step_calls import body_calls, drives_steps, step_role_of
@@ -93,7 +94,7 @@ def _imported_names(project) -> dict[str, dict[str, list[str]]]:
             continue
         for m in _FROM.finditer(raw):
             dotted = m.group(1).decode("ascii", "replace")
-            target = _resolve(project, dotted, importer)
+            target = tree_module(dotted, importer, project)
             if target is None or target == importer:
                 continue
             names = out.setdefault(target, {})
@@ -103,19 +104,6 @@ def _imported_names(project) -> dict[str, dict[str, list[str]]]:
     project.memo["importers"] = out
     project.memo["importing"] = importing  # the modules that import something from another by name
     return out
-
-
-def _resolve(project, dotted: str, importer: str) -> str | None:
-    """The module of the tree `from <dotted> import ...` in `importer` names, or None."""
-    if dotted.startswith("."):
-        level = len(dotted) - len(dotted.lstrip("."))
-        parts = importer.split(".")
-        keep = len(parts) - level + (1 if project.is_package(importer) else 0)
-        if keep < 0:
-            return None
-        dotted = ".".join([*parts[:keep], *([dotted.lstrip(".")] if dotted.lstrip(".") else [])])
-        return dotted if dotted in project.files else None
-    return project._module_for(project.beside(dotted, importer))
 
 
 def _model(project, module: str):
@@ -141,7 +129,7 @@ def _key(a, project, here: str, call: ast.Call) -> tuple[str, str] | None:
     q = a.qualname(call.func) if isinstance(call.func, ast.Name) else None
     if q is None or "." not in q:
         return None
-    target = _resolve(project, q.rpartition(".")[0], here)
+    target = tree_module(q.rpartition(".")[0], here, project)
     return (target, q.rpartition(".")[2]) if target is not None and target != here else None
 
 

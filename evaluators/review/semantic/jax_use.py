@@ -36,7 +36,7 @@ def touches_jax(source: str, project=None, module: str | None = None) -> bool:
     if project is None or not project.files:
         return False
     seen: set[str] = set()
-    todo = [m for m in (_module(name, module, project) for name in _imported(source)) if m is not None]
+    todo = [m for m in (tree_module(name, module, project) for name in _imported(source)) if m is not None]
     while todo and len(seen) < 64:
         module = todo.pop()
         if module in seen:
@@ -46,7 +46,7 @@ def touches_jax(source: str, project=None, module: str | None = None) -> bool:
         if names:
             return True
         if project.is_package(module):  # a package re-exports what its `__init__` imports
-            todo.extend(m for m in (_module(n, module, project) for n in _imported(text)) if m is not None)
+            todo.extend(m for m in (tree_module(n, module, project) for n in _imported(text)) if m is not None)
     return False
 
 
@@ -54,8 +54,9 @@ def _imported(text: str) -> list[str]:
     return [m.group(1) or m.group(2) for m in IMPORT_LINES.finditer(text)]
 
 
-def _module(name: str, importer: str | None, project) -> str | None:
-    """The tree's module an import names; a relative one from its importer's package."""
+def tree_module(name: str, importer: str | None, project) -> str | None:
+    """The tree's module an import line names (`.train`, `pkg.steps`); a relative one from its
+    importer's package, an absolute one beside the importer first (also importers.py)."""
     level = len(name) - len(name.lstrip("."))
     rest = name[level:]
     if level and importer is not None:

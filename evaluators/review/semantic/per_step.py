@@ -134,11 +134,8 @@ def _framework_names(analysis, cls, seen: set) -> tuple[tuple[str, bool], ...]:
         q = analysis.qualname(base)
         if q in FRAMEWORK_STEPS:
             out += [(name, q.startswith(HOST_APIS)) for name in FRAMEWORK_STEPS[q]]
-        elif isinstance(base, ast.Name):
-            b = analysis.resolve(base.id, analysis.module_scope, (cls.node.lineno, 0))
-            other = analysis.classes.get(b.node) if b is not None and b.how == "class" else None
-            if other is not None:
-                out += _framework_names(analysis, other, seen)
+        elif (other := analysis.local_class(base)) is not None:
+            out += _framework_names(analysis, other, seen)
     return tuple(out)
 
 
