@@ -348,11 +348,16 @@ def _call_site_guard(ctx: Walk) -> str | None:
         return None
     memo = ctx.memo.setdefault("call_site_guard", {})
     if call not in memo:
-        memo[call] = None
-        for node in astutil.walk(loop):
-            if isinstance(node, ast.If) and any(call is n for part in node.body for n in astutil.walk(part)):
-                why = guessed_guard(node.test, ctx.analysis, caller)
-                if why is not None:
-                    memo[call] = why
-                    break
+        memo[call] = guard_around(call, loop, ctx.analysis, caller)
     return memo[call]
+
+
+def guard_around(call: ast.AST, loop: ast.AST, analysis: Analysis, scope: Scope) -> str | None:
+    """The guess a branch of `loop` around `call` makes (guessed_guard), or None: the call may not
+    run on every iteration (also importers.py, for a call another file's loop makes)."""
+    for node in astutil.walk(loop):
+        if isinstance(node, ast.If) and any(call is n for part in node.body for n in astutil.walk(part)):
+            why = guessed_guard(node.test, analysis, scope)
+            if why is not None:
+                return why
+    return None

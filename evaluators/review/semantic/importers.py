@@ -13,7 +13,7 @@ import ast
 import re
 
 from jaxmem.evaluators.review.semantic import loops, roles
-from jaxmem.evaluators.review.semantic.branches import guessed_guard
+from jaxmem.evaluators.review.semantic.branches import guard_around
 from jaxmem.evaluators.review.semantic.jax_use import tree_module
 from jaxmem.evaluators.review.semantic.names import LOOP_TYPES
 from jaxmem.evaluators.review.semantic.project import MAX_BYTES
@@ -71,7 +71,7 @@ def record(a) -> None:
             continue
         if loop is not None:
             r = roles.role(a, loop, scope)
-            role = roles.Role(r.role, r.proven and not _guarded(a, scope, loop, call))
+            role = roles.Role(r.role, r.proven and guard_around(call, loop, a, scope) is None)
         else:
             role = step_role_of(a, scope, proven=False)
         if not role.steps:
@@ -148,12 +148,3 @@ def _per_step_calls(a, key_of):
             found = [(call, key) for call in body_calls(scope.node) if (key := key_of(call)) is not None]
             if found and not drives_steps(a, scope):
                 yield from ((call, None, scope, key) for call, key in found)
-
-
-def _guarded(a, scope, loop: ast.AST, call: ast.Call) -> bool:
-    """The call sits under a branch of the loop that may not run every step (a debug switch)."""
-    for node in ast.walk(loop):
-        if isinstance(node, ast.If) and any(call is n for part in node.body for n in ast.walk(part)):
-            if guessed_guard(node.test, a, scope) is not None:
-                return True
-    return False
