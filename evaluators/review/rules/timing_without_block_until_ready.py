@@ -76,6 +76,8 @@ class TimingWithoutBlockUntilReady(Rule):
     compile_message = "the timed region contains the first call of jitted `{func}`: it measures compilation too"
     compile_fix = "Call the function once before starting the timer (and block on it) so compilation is not timed."
     fix = "Call `.block_until_ready()` (or `jax.block_until_ready(tree)`) on the result inside the timed region; warm up first."
+    callback_message = message + (" (unless its program's host callbacks made it wait: on the CPU such a call returns "
+                                  "only when its work is done; on a GPU or TPU that is not measurable here)")
     queued_message = ("this call's work is still running when the timer below starts (nothing waits for it): "
                       "the timed region includes the rest of it")
     queued_fix = "Block on this call (`jax.block_until_ready(...)`) before starting the timer."
@@ -252,10 +254,10 @@ class TimingWithoutBlockUntilReady(Rule):
             # {time.time() - t0}")` after a first timed call) then names no compilation.
             return
         if guessed or (pipelined and not waited):
-            # The only waits are guesses (a result of code the reviewer cannot see, device values
-            # handed to it), or the only work is (a step the loop feeds its state through): the
-            # region may well time dispatch only. Possible, never sure.
-            ctx.report(self, stop, sure=False)
+            # The only waits are guesses (code the reviewer cannot see, a program's host callbacks),
+            # or the only work is (a step the loop feeds its state through): possible, never sure.
+            callbacks = regions.callback_programs(body[start + 1:i], ctx)
+            ctx.report(self, stop, message=self.callback_message if callbacks else self.message, sure=False)
             return
         if not waited:
             # Sure when the region runs a jitted callable resolved exactly or a compiled loop whose

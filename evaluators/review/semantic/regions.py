@@ -11,7 +11,7 @@ import ast
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
-from jaxmem.evaluators.review.semantic.callbacks import returns_done
+from jaxmem.evaluators.review.semantic.callbacks import returns_done, runs_host_callbacks
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
 from jaxmem.evaluators.review.semantic.jax_config import DEBUG_CHECKS
@@ -62,6 +62,13 @@ def proven_work(stmts: list[ast.stmt], ctx: Walk) -> bool:
     return False
 
 
+def callback_programs(stmts: list[ast.stmt], ctx: Walk) -> bool:
+    """A jitted call in these statements runs a program with host callbacks (callbacks.returns_done)."""
+    return any(isinstance(n, ast.Call) and (info := ctx.jit_info(n.func)) is not None
+               and runs_host_callbacks(ctx.analysis, info, ctx.scope)
+               for s in stmts for n in astutil.walk_running(s))
+
+
 def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, bool, list[str], bool]:
     """One pass: does JAX work run, does anything wait for it, which jitted functions are called,
     and was work read back on the way (a host read after it, before what is left queued).
@@ -108,7 +115,9 @@ def scan(stmts: list[ast.AST], ctx: Walk, guesses: bool = True) -> tuple[bool, b
             if (info := ctx.jit_info(n.func)) is not None:
                 jitted.append(dotted(n.func) or "function")
                 st_runs = st_jitted = True
-                ready = returns_done(ctx, info)
+                # Without guesses, a program with host callbacks is taken to return queued: it
+                # waits on the CPU, and on a GPU or TPU that is not measurable here (possible).
+                ready = returns_done(ctx, info, callbacks=guesses)
                 st_ready, st_queued = st_ready or ready, st_queued or not ready
             elif local_jitted(n, ctx):
                 # A module function calling jitted ones queues compiled work. Its first call is not
