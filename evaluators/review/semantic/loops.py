@@ -91,8 +91,10 @@ def _named_for_epochs(loop: ast.AST) -> bool:
     # and never an iterator (`for batch in epoch_batches(...)` walks the steps of one epoch).
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
         return False
-    names = [n.id if isinstance(n, ast.Name) else n.attr for a in it.args for n in astutil.walk(a)
-             if isinstance(n, (ast.Name, ast.Attribute))]
+    # A count read from a config by key names it as much as a variable does: `config["n_epochs"]`.
+    names = [n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else n.value
+             for a in it.args for n in astutil.walk(a)
+             if isinstance(n, (ast.Name, ast.Attribute)) or isinstance(n, ast.Constant) and isinstance(n.value, str)]
     return any(_EPOCH_COUNT.search(x.lower()) and not _WITHIN_EPOCH.search(x.lower()) for x in names)
 
 _EPOCH_COUNT = re.compile(r"epoch")
