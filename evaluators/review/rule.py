@@ -8,6 +8,7 @@ from typing import ClassVar
 from jaxmem.evaluators.review import calibration
 from jaxmem.evaluators.review.finding import Finding
 from jaxmem.evaluators.review.semantic import Analysis, JitInfo, Scope
+from jaxmem.evaluators.review.semantic.unused import unused_definition
 
 
 class Rule:
@@ -143,6 +144,10 @@ class Ctx:
                 template += f" (this {what} runs a training step, line {call.lineno}: once per step of the loop that calls it)"
             else:
                 template += f" (this function runs on every iteration of the loop that calls it on line {call.lineno})"
+        if sure and (unused := unused_definition(self.analysis, self.scope, self.path)) is not None:
+            # Proven in itself, but in code nothing in the review calls: not proven to run.
+            template += f" (nothing in the reviewed files calls `{unused}`)"
+            sure = False
         fix_text = fix or rule.fix
         # Proven premises, but a rule whose proven findings did not hold on unseen code reports
         # them as possible (calibration.py; `--list-rules` gives each rule's record).

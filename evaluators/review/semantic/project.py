@@ -84,6 +84,10 @@ class Project:
         project._real = real
         return project
 
+    def reviewed_paths(self) -> list[str]:
+        """Every reviewed file (notebooks too), resolved: what a tree-wide word count reads."""
+        return list(dict.fromkeys(self._real.values()))
+
     def real(self, path: str) -> str:
         got = self._real.get(path)
         if got is None:
