@@ -94,7 +94,9 @@ def _blank_magics(lines: list[str]) -> list[str]:
         if magic == "%%time":
             return ["", *_timed_once_cell(lines[1:])]
         if magic in PYTHON_CELL_MAGICS:
-            return ["", *lines[1:]]
+            # The rest is run as a cell of its own, so another cell magic may open it
+            # (`%%capture cap` then `%%time`: the rest is timed, its output captured).
+            return ["", *_blank_magics(lines[1:])]
         return ["" for _ in lines]
     if not any("%" in line or "!" in line or "?" in line for line in lines):
         return lines  # no magic, shell escape or help line can be in this cell: most cells

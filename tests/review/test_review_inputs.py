@@ -165,6 +165,22 @@ def test_a_time_cell_of_one_statement_is_read_as_time_of_it(tmp_path: Path):
     assert "`%%time f(x)`" in found[0][2]
 
 
+def test_stacked_cell_magics_are_read_as_ipython_runs_them(tmp_path: Path):
+    """`%%capture cap` runs the rest of the cell as a cell of its own, so a `%%time` on its second
+    line times the statement under it (from the twenty-ninth reading's miss: a jitted test-set
+    prediction timed this way and saved as the model's testing time). The cell was skipped as
+    not Python before."""
+    nb = tmp_path / "bench.ipynb"
+    nb.write_text(_nb([
+        ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a: a @ a)\nx = jnp.ones((64, 64))"),
+        ("code", "%%capture cap\n%%time\ny = f(x)"),
+        ("code", "%%capture cap\n%%time\nz = f(x).block_until_ready()"),
+    ]))
+    result = review_paths([str(nb)], jobs=1, show_possible=True)
+    assert [(f.cell, f.line) for f in result.findings if f.code == "JM704"] == [(2, 3)]
+    assert not result.notes
+
+
 def test_a_notebook_cells_last_expression_is_shown_not_discarded(tmp_path: Path):
     """Jupyter displays the value of a cell's last expression: `arr.at[3].set(10)` there is a
     demonstration of immutability, not a lost update. Ended by `;`, or before other statements
