@@ -89,13 +89,12 @@ class TimingWithoutBlockUntilReady(Rule):
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if checks_outputs(ctx.analysis):
             return  # every call waits for its outputs' NaN check (semantic/jax_config.py)
-        # timeit.timeit(lambda: f(x), number=...)
+        # timeit.timeit(lambda: f(x), number=...), timeit.repeat(run_once, ...) of a local def
         if ctx.qualname(node.func) in ("timeit.timeit", "timeit.repeat") and node.args:
-            fn = node.args[0]
-            if isinstance(fn, ast.Lambda):
-                runs, waits, _jitted, _settled = regions.scan([fn.body], ctx)
-                if runs and not waits:
-                    ctx.report(self, node, **timing_tier(self.message, ctx, True))
+            body = regions.timed_function_body(node.args[0], ctx)
+            if body and (scanned := regions.scan(body, ctx))[0] and not scanned[1]:
+                sure = isinstance(node.args[0], ast.Lambda) or regions.proven_work(body, ctx)
+                ctx.report(self, node, **timing_tier(self.message, ctx, sure))
 
     def check_body(self, body: list[ast.stmt], ctx: Ctx) -> None:
         if checks_outputs(ctx.analysis):

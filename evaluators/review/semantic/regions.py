@@ -62,6 +62,17 @@ def proven_work(stmts: list[ast.stmt], ctx: Walk) -> bool:
     return False
 
 
+def timed_function_body(fn: ast.AST, ctx: Walk) -> list[ast.AST] | None:
+    """What `timeit.timeit(fn)` runs each time: a lambda's expression, or the body of the def of
+    this module that `fn` names and that takes no argument (`def test(): X = jit(cov)(X_train)`)."""
+    if isinstance(fn, ast.Lambda):
+        return [fn.body]
+    found = ctx.analysis.resolve_def(fn, ctx.scope) if isinstance(fn, ast.Name) else None
+    if isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)) and not (found.args.args or found.args.posonlyargs):
+        return found.body
+    return None
+
+
 def callback_programs(stmts: list[ast.stmt], ctx: Walk) -> bool:
     """A jitted call in these statements runs a program with host callbacks (callbacks.returns_done)."""
     return any(isinstance(n, ast.Call) and (info := ctx.jit_info(n.func)) is not None
