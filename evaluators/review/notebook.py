@@ -90,7 +90,7 @@ def _blank_magics(lines: list[str]) -> list[str]:
         # `%%time` and friends run the rest as Python; others (%%bash, %%writefile) are not Python.
         magic = lines[0].strip().split()[0]
         if magic == "%%timeit":
-            return ["", *_timed_cell(lines[1:])]
+            return ["", *_timed_cell(lines[1:], _calls(lines[0].strip()))]
         if magic == "%%time":
             return ["", *_timed_once_cell(lines[1:])]
         if magic in PYTHON_CELL_MAGICS:
@@ -119,7 +119,7 @@ def _blank_magics(lines: list[str]) -> list[str]:
         if timed is not None:
             # `%timeit f(x)`: kept as a call the reviewer can read (JM704: what it times), with
             # the same line; anything that is not one expression is blanked like other magics.
-            out.append(f"{indent}{TIMEIT_MARKER}({timed})")
+            out.append(f"{indent}{TIMEIT_MARKER}({timed}{_calls(stripped)})")
             continue
         timed_once = _timed_statement(stripped)
         if timed_once is not None:
@@ -192,6 +192,21 @@ def _timed_expression(stripped: str) -> str | None:
     return None
 
 
+_LOOPS = re.compile(r"(?:^|\s)-n\s*(\d+)")
+_RUNS = re.compile(r"(?:^|\s)-r\s*(\d+)")
+
+
+def _calls(magic_line: str) -> str:
+    """`, calls=N` for a `%timeit`/`%%timeit` that fixes its loop count (`-n 10 -r 3`: 30 calls
+    in all; 7 runs unless `-r` says otherwise); "" when %timeit chooses the count itself (JM704
+    reads how many calls are timed: JAX lets only so many run ahead of the device)."""
+    options = magic_line.split(None, 1)[1] if " " in magic_line.strip() else ""
+    loops, runs = _LOOPS.search(options), _RUNS.search(options)
+    if loops is None:
+        return ""
+    return f", calls={int(loops.group(1)) * (int(runs.group(1)) if runs else 7)}"
+
+
 def _timed_assignment(stripped: str) -> str | None:
     """`t = %timeit -o f(x)` (the TimeitResult kept to compare timings) or `y = %time f(x)` (the
     value kept): the same timed expression as the bare magic, bound to the same name."""
@@ -201,7 +216,7 @@ def _timed_assignment(stripped: str) -> str | None:
     target, magic = m.group(1).strip(), m.group(2)
     if magic.startswith("%timeit"):
         timed = _timed_expression(magic)
-        return f"{target} = {TIMEIT_MARKER}({timed})" if timed is not None else None
+        return f"{target} = {TIMEIT_MARKER}({timed}{_calls(magic)})" if timed is not None else None
     timed = _timed_statement(magic)  # `%time f(x)` is `_time_magic_(f(x))`; a statement is not a value
     return f"{target} = {timed}" if timed is not None and timed.startswith(f"{TIME_MARKER}(") else None
 
@@ -216,15 +231,15 @@ def _timed_statement(stripped: str) -> str | None:
     return _marked(tree.body[0], TIME_MARKER)
 
 
-def _marked(stmt: ast.stmt, marker: str) -> str | None:
+def _marked(stmt: ast.stmt, marker: str, calls: str = "") -> str | None:
     """One timed statement as the line the reviewer reads: `f(x)` as `marker(f(x))`; `y = f(x)`
     (one target) kept as it is (later cells read the name with its kind) with the marker naming
     what it bound, so JM704 reads the value through the name. None for anything else."""
     if isinstance(stmt, ast.Expr):
-        return f"{marker}({ast.unparse(stmt.value)})"
+        return f"{marker}({ast.unparse(stmt.value)}{calls})"
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         target = ast.unparse(stmt.targets[0])
-        return f"{target} = {ast.unparse(stmt.value)}; {marker}(({target}))"
+        return f"{target} = {ast.unparse(stmt.value)}; {marker}(({target}){calls})"
     return None
 
 
@@ -238,7 +253,7 @@ def _replace_statement(body: list[str], stmt: ast.stmt, line: str) -> list[str]:
     return out
 
 
-def _timed_cell(body: list[str]) -> list[str]:
+def _timed_cell(body: list[str], calls: str = "") -> list[str]:
     """A `%%timeit` cell times its whole body, which ends with its last statement:
     when that is a call (`C = loop(A, B)`, `f(x)`, also written over several lines, one argument a
     line), it is marked like a `%timeit` line so JM704 can read what the timer stops after;
@@ -251,7 +266,7 @@ def _timed_cell(body: list[str]) -> list[str]:
     timed = isinstance(last, ast.Expr) or isinstance(last, ast.Assign) and len(last.targets) == 1
     if not timed or not isinstance(last.value, (ast.Call, ast.Subscript)):
         return body
-    return _replace_statement(body, last, _marked(last, TIMEIT_CELL_MARKER))
+    return _replace_statement(body, last, _marked(last, TIMEIT_CELL_MARKER, calls))
 
 
 def _timed_once_cell(body: list[str]) -> list[str]:
@@ -303,7 +318,7 @@ def blank_script(text: str) -> tuple[str, int] | None:
     for i, line in enumerate(lines):
         if line.strip().split()[:1] == ["%%timeit"]:
             end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("# %%")), len(lines))
-            prepared[i + 1:end] = _timed_cell(lines[i + 1:end])
+            prepared[i + 1:end] = _timed_cell(lines[i + 1:end], _calls(line.strip()))
     out = _blank_magics(prepared)
     changed = sum(1 for a, b in zip(lines, out) if a != b)
     if not changed:

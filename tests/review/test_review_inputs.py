@@ -103,17 +103,18 @@ def test_lines_a_notebook_finding_names_are_given_by_cell_and_line(tmp_path: Pat
 
 def test_a_notebook_finding_shows_its_line_as_written_and_timeit_cells_are_read(tmp_path: Path):
     """`%timeit` lines and `%%timeit` cells are reviewed through a marker call; the finding shows
-    the line as the user wrote it, and a `%%timeit` cell is read up to its last statement."""
+    the line as the user wrote it, and a `%%timeit` cell is read up to its last statement. (Loop
+    counts fixed and small: a %timeit that picks its own count is not flagged, JM704.)"""
     nb = tmp_path / "bench.ipynb"
     nb.write_text(_nb([
         ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a: a @ a)\nx = jnp.ones((64, 64))"),
-        ("code", "%timeit f(x)[0]"),
+        ("code", "%timeit -n 1 -r 5 f(x)[0]"),
         ("code", "%%timeit -n 3\ny = f(x)"),
     ]))
     found = {(f.cell, f.line): f for f in review_paths([str(nb)], jobs=1, show_possible=True).findings
              if f.code == "JM704"}
     assert set(found) == {(2, 1), (3, 2)}
-    assert found[(2, 1)].source_line == "%timeit f(x)[0]"
+    assert found[(2, 1)].source_line == "%timeit -n 1 -r 5 f(x)[0]"
     assert found[(3, 2)].source_line == "y = f(x)" and "`%%timeit f(x)`" in found[(3, 2)].message
 
 
@@ -124,7 +125,7 @@ def test_a_timeit_line_continued_with_backslashes_is_read_as_ipython_joins_it(tm
     nb = tmp_path / "bench.ipynb"
     nb.write_text(_nb([
         ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a, b: a @ b)\nx = jnp.ones((64, 64))"),
-        ("code", "%timeit f(\\\n    x,\\\n    b=x,\\\n)"),
+        ("code", "%timeit -n 1 -r 5 f(\\\n    x,\\\n    b=x,\\\n)"),
         ("code", "%timeit -n 2 f(\\\n    x, x).block_until_ready()\ny = 1"),
     ]))
     found = [(f.cell, f.line) for f in review_paths([str(nb)], jobs=1, show_possible=True).findings
@@ -140,7 +141,7 @@ def test_a_timing_magic_bound_to_a_name_is_read_as_the_bare_magic(tmp_path: Path
     nb = tmp_path / "bench.ipynb"
     nb.write_text(_nb([
         ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a: a @ a)\nx = jnp.ones((64, 64))"),
-        ("code", "t_jax = %timeit -n 100 -o f(x)\ny = %time f(x)\nprint(t_jax.average, y.shape)"),
+        ("code", "t_jax = %timeit -n 1 -r 5 -o f(x)\ny = %time f(x)\nprint(t_jax.average, y.shape)"),
         ("code", "t_ok = %timeit -o f(x).block_until_ready()"),
     ]))
     found = [(f.cell, f.line) for f in review_paths([str(nb)], jobs=1, show_possible=True).findings
@@ -163,6 +164,24 @@ def test_a_time_cell_of_one_statement_is_read_as_time_of_it(tmp_path: Path):
              if f.code == "JM704"]
     assert [(c, line) for c, line, _m in found] == [(2, 3)]
     assert "`%%time f(x)`" in found[0][2]
+
+
+def test_a_timeit_that_picks_its_own_loop_count_is_not_flagged(tmp_path: Path):
+    """JAX lets at most 32 calls queue ahead of the device, so %timeit's own loop count (10**k
+    calls reaching 0.2 s, seven runs) times the work within a tenth (JM704's QUEUED_AHEAD); a fixed
+    count of 320 calls or fewer is flagged, with how many calls it times."""
+    nb = tmp_path / "bench.ipynb"
+    nb.write_text(_nb([
+        ("code", "import jax\nimport jax.numpy as jnp\nf = jax.jit(lambda a: a @ a)\nx = jnp.ones((64, 64))"),
+        ("code", "%timeit f(x)\n%timeit -n 1000 f(x)\n%timeit -r 3 f(x)"),
+        ("code", "%timeit -n 10 -r 3 f(x)"),
+        ("code", "%%timeit\ny = f(x)"),
+        ("code", "%%timeit -n1 -r2\ny = f(x)"),
+    ]))
+    found = {(f.cell, f.line): f.message for f in review_paths([str(nb)], jobs=1, show_possible=True).findings
+             if f.code == "JM704"}
+    assert set(found) == {(3, 1), (5, 2)}
+    assert "times 30 calls" in found[(3, 1)] and "times 2 calls" in found[(5, 2)]
 
 
 def test_stacked_cell_magics_are_read_as_ipython_runs_them(tmp_path: Path):

@@ -1,28 +1,23 @@
 """JM701 timing-without-block-until-ready
 
 What it does
-    Flags `t0 = time.perf_counter()` ... `time.perf_counter() - t0` around JAX work when
-    nothing in between waits for the result (`block_until_ready`, a host read), and
-    `timeit.timeit(lambda: f(x))` whose callable does not block either. Waiting includes a host
-    read of a result (`float`, `.item()`, NumPy on it, formatting it in an f-string before the
-    timer is read), a module function that does one, and calls into code the reviewer cannot
-    see that are given device values or whose results are kept. A region that waits for part of
-    its work on the way is possible, not sure. When the region does wait, it still
-    flags (info) a region holding the first call of a jitted function, unless the function ran
-    earlier in that scope, the region is timed again on every iteration of a loop, or the timer
-    is started again inside the region (after the first, compiling, call): the timing then
-    includes tracing and compilation. Not flagged: a region whose result is named for compilation
-    or for the first call (`compile_time = time.time() - tic`, `first_call_time = ...`, or a
-    printed label saying so, before or after the region): tracing and compiling run
-    synchronously inside that call, so stopping before the execution is what it means to measure.
-    Not flagged: clocks inside traced code (a `lax.scan` body, a jitted function), which run once
-    at trace time. Timers written as helpers count too (semantic/clocks.py): tick/tock pairs and context
-    managers whose bodies read the clock, here or in another file of the tree; a context manager
-    of a class from outside the review whose name says it is a timer (`timer = Timer()` ...
-    `with timer.context("train"):`) is a guess, so its findings are possible. A region that does
-    wait is still flagged, at the call, when a jitted call just before the clock starts was left
-    running (a warm-up whose result is dropped): the timed call queues behind it (measured on jax
-    0.10.2, CPU: 185 ms against 85 ms, benchmarks/claims/jm701_warm_up_left_running.py).
+    Flags `t0 = time.perf_counter()` ... `time.perf_counter() - t0` around JAX work when nothing
+    in between waits for the result, and `timeit.timeit`/`repeat` of a lambda or local def that
+    does not block, where it times 320 calls or fewer (JAX lets 32 queue ahead of the device:
+    past that the figure is the work's within a tenth, rules/_util.QUEUED_AHEAD). Waiting is a
+    `block_until_ready`, a host read of a result (`float`, `.item()`, NumPy, an f-string before
+    the timer is read), a module function that does one, and code the reviewer cannot see that
+    is given device values or whose results are kept. Part of the work waited for on the way:
+    possible. A region that waits is still flagged (info) when it holds the first call of a
+    jitted function (compilation timed), unless the function ran earlier in that scope, the
+    region runs again on every loop iteration, or the timer restarts after the first call; and
+    at the call, when a warm-up left running before the clock starts is timed too (jax 0.10.2,
+    CPU: 185 ms against 85 ms, benchmarks/claims/jm701_warm_up_left_running.py). Not flagged:
+    regions named or labelled for compilation or the first call (`compile_time = ...`), where
+    stopping before the execution is what is meant; clocks in traced code, which run once at
+    trace time. Timers written as helpers count (semantic/clocks.py): tick/tock pairs and context
+    managers reading the clock, here or in another file of the tree; a class from outside the
+    review named like a timer (`with timer.context("train"):`) is a guess: possible.
 
 Why is this bad
     JAX returns from a call as soon as the work is queued. Without waiting, the timer measures
@@ -46,7 +41,15 @@ import ast
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import TIMERS, names_compilation, plain_label, synchronous_cpu, timing_tier
+from jaxmem.evaluators.review.rules._util import (
+    QUEUED_AHEAD,
+    TIMERS,
+    names_compilation,
+    plain_label,
+    synchronous_cpu,
+    timeit_calls,
+    timing_tier,
+)
 from jaxmem.evaluators.review.semantic import clocks, regions
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.helpers import project_facts
@@ -89,8 +92,9 @@ class TimingWithoutBlockUntilReady(Rule):
     def check(self, node: ast.Call, ctx: Ctx) -> None:
         if checks_outputs(ctx.analysis):
             return  # every call waits for its outputs' NaN check (semantic/jax_config.py)
-        # timeit.timeit(lambda: f(x), number=...), timeit.repeat(run_once, ...) of a local def
-        if ctx.qualname(node.func) in ("timeit.timeit", "timeit.repeat") and node.args:
+        # timeit.timeit(lambda: f(x), number=10), timeit.repeat(run_once, ...) of a local def: few calls
+        q = ctx.qualname(node.func)
+        if q in ("timeit.timeit", "timeit.repeat") and node.args and timeit_calls(node, q, ctx) <= 10 * QUEUED_AHEAD:
             body = regions.timed_function_body(node.args[0], ctx)
             if body and (scanned := regions.scan(body, ctx))[0] and not scanned[1]:
                 sure = isinstance(node.args[0], ast.Lambda) or regions.proven_work(body, ctx)
