@@ -16,6 +16,7 @@ from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
 from jaxmem.evaluators.review.semantic.jax_config import DEBUG_CHECKS
 from jaxmem.evaluators.review.semantic.names import EAGER_LOOPS, JAX_LIBRARIES, KNOWN_BY_NAME, LOOP_TYPES, dotted, pos
+from jaxmem.evaluators.review.semantic.sizes import trip_count
 from jaxmem.evaluators.review.semantic.syncs import (
     FORMAT_BUILTINS,
     SYNC_BUILTINS,
@@ -225,6 +226,24 @@ def periodic_parts(stmts: list[ast.AST], ctx: Walk) -> set[ast.AST]:
                         and not or_else(n.test, ctx):
                     out.update(x for part in n.body for x in astutil.walk(part))
     return out
+
+
+def loop_calls(stmts: list[ast.AST], ctx: Walk) -> int | None:
+    """How many times the loops of these statements that run compiled work run it in all (the
+    product of the trip counts of the loops around it, as the source fixes them); 0 where a count
+    is not fixed; None where no loop holds compiled work. JAX lets 32 calls queue ahead of the
+    device (rules/_util.QUEUED_AHEAD): an unwaited timer over many calls leaves out only those."""
+    found = None
+    for stmt in stmts:
+        for n in astutil.walk_running(stmt):
+            if not isinstance(n, (ast.For, ast.AsyncFor, ast.While)) or not proven_work(n.body, ctx):
+                continue
+            count = trip_count(n.iter, ctx.analysis, ctx.scope) if not isinstance(n, ast.While) else None
+            inner = loop_calls(n.body, ctx)
+            total = 0 if count is None or inner == 0 else count * (inner or 1)
+            found = total if found is None else min(found, total)
+            break  # the outermost loop of this statement
+    return found
 
 
 def waits_sometimes(stmts: list[ast.AST], ctx: Walk) -> bool:
