@@ -72,7 +72,6 @@ def jitted_call_args_in_host_loop(node: ast.Call, ctx: Ctx) -> list[ast.AST]:
     return [*node.args, *(kw.value for kw in node.keywords)]
 
 
-# Said after a timing finding where synchronous_cpu holds (the finding is then only possible).
 # Executions JAX's runtime lets a host queue ahead of a device before the next call waits (XLA's
 # PjRt client: "up to 32 executions ahead of the device", so that `%timeit` is not fooled;
 # measured on jax 0.10.2, CPU: 1,000 unwaited calls of a 1.4 ms program timed 0.84 ms each against
@@ -92,6 +91,7 @@ def timeit_calls(node: ast.Call, qualname: str, ctx: Ctx) -> int:
     return number * repeat if number is not None and repeat is not None else 0
 
 
+# Said after a timing finding where synchronous_cpu holds (the finding is then only possible).
 SYNC_CPU_NOTE = (" (unless the call ran synchronously: this project runs JAX on the CPU and declares a JAX "
                  "before 0.4.32, which dispatched non-parallel CPU computations synchronously)")
 
