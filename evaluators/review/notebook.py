@@ -200,7 +200,7 @@ def _calls(magic_line: str) -> str:
     """`, calls=N` for a `%timeit`/`%%timeit` that fixes its loop count (`-n 10 -r 3`: 30 calls
     in all; 7 runs unless `-r` says otherwise); "" when %timeit chooses the count itself (JM704
     reads how many calls are timed: JAX lets only so many run ahead of the device)."""
-    options = magic_line.split(None, 1)[1] if " " in magic_line.strip() else ""
+    options = "".join(magic_line.split(None, 1)[1:])  # what follows the magic's name
     loops, runs = _LOOPS.search(options), _RUNS.search(options)
     if loops is None:
         return ""

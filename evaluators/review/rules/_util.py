@@ -79,6 +79,8 @@ def jitted_call_args_in_host_loop(node: ast.Call, ctx: Ctx) -> list[ast.AST]:
 # of 10**k calls reaching 0.2 s and runs it 7 times: on this CPU it reported 0.21, 1.00, 5.66 and
 # 43.85 ms per call without a wait against 0.25, 0.96, 5.38 and 46.14 ms with one.
 QUEUED_AHEAD = 32
+# Timed calls at or below which the ones left queued can be more than a tenth of the figure.
+FEW_CALLS = 10 * QUEUED_AHEAD
 
 
 def timeit_calls(node: ast.Call, qualname: str, ctx: Ctx) -> int:

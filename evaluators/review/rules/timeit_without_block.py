@@ -35,7 +35,7 @@ import ast
 
 from jaxmem.evaluators.review.notebook import TIMING_MAGICS
 from jaxmem.evaluators.review.rule import Ctx, Rule
-from jaxmem.evaluators.review.rules._util import QUEUED_AHEAD, timing_tier
+from jaxmem.evaluators.review.rules._util import FEW_CALLS, QUEUED_AHEAD, timing_tier
 from jaxmem.evaluators.review.semantic.callbacks import returns_done
 from jaxmem.evaluators.review.semantic.jax_config import checks_outputs
 from jaxmem.evaluators.review.semantic.names import last_name, pos
@@ -67,7 +67,7 @@ class TimeitWithoutBlock(Rule):
             return  # every call waits for its outputs' NaN check (semantic/jax_config.py)
         magic = TIMING_MAGICS[node.func.id]
         calls = next((k.value.value for k in node.keywords if k.arg == "calls" and isinstance(k.value, ast.Constant)), None)
-        if magic.endswith("timeit") and (calls is None or calls > 10 * QUEUED_AHEAD):
+        if magic.endswith("timeit") and (calls is None or calls > FEW_CALLS):
             # %timeit's own loop count (or a large fixed one): the calls JAX lets run ahead fill its
             # queue and the rest wait, so the figure is the work's, within a tenth (see above).
             return

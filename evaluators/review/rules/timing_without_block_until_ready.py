@@ -42,7 +42,7 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import (
-    QUEUED_AHEAD,
+    FEW_CALLS,
     TIMERS,
     names_compilation,
     plain_label,
@@ -94,7 +94,7 @@ class TimingWithoutBlockUntilReady(Rule):
             return  # every call waits for its outputs' NaN check (semantic/jax_config.py)
         # timeit.timeit(lambda: f(x), number=10), timeit.repeat(run_once, ...) of a local def: few calls
         q = ctx.qualname(node.func)
-        if q in ("timeit.timeit", "timeit.repeat") and node.args and timeit_calls(node, q, ctx) <= 10 * QUEUED_AHEAD:
+        if q in ("timeit.timeit", "timeit.repeat") and node.args and timeit_calls(node, q, ctx) <= FEW_CALLS:
             body = regions.timed_function_body(node.args[0], ctx)
             if body and (scanned := regions.scan(body, ctx))[0] and not scanned[1]:
                 sure = isinstance(node.args[0], ast.Lambda) or regions.proven_work(body, ctx)
@@ -267,7 +267,7 @@ class TimingWithoutBlockUntilReady(Rule):
             # loop over more waits for all but the last 32: within a tenth). Not when a loop waits
             # every N steps, part was waited for on the way (what is left is not seen), or the
             # calls' count is not fixed; nor on a CPU that may dispatch synchronously (old JAX).
-            if (calls := regions.loop_calls(body[start + 1:i], ctx)) is not None and calls > 10 * QUEUED_AHEAD:
+            if (calls := regions.loop_calls(body[start + 1:i], ctx)) is not None and calls > FEW_CALLS:
                 return
             sure = calls != 0 and regions.proven_work(body[start + 1:i], ctx) and not settled and not (
                 regions.waits_sometimes(body[start + 1:i], ctx))

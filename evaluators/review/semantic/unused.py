@@ -33,20 +33,31 @@ _MAX_BYTES = 2_000_000  # of one file: larger ones are data, not code that calls
 
 def unused_definition(analysis, scope, path: str) -> str | None:
     """The name of the module-level function or class around `scope` (in the file at `path`), when
-    nothing in the reviewed files uses it; else None."""
+    nothing in the reviewed files uses it; else None. Worked out once per definition (rules ask at
+    every sure finding)."""
     project = analysis.project
-    if project is None or len(project.reviewed_paths()) < 2:
+    top = _outermost(analysis, scope) if project is not None else None
+    if top is None:
         return None
-    top = _outermost(analysis, scope)
-    if top is None or top.decorator_list:
+    memo = analysis.memo.setdefault("unused_definition", {})
+    if top not in memo:
+        memo[top] = _unused(analysis, top, path)
+    return memo[top]
+
+
+def _unused(analysis, top, path: str) -> str | None:
+    project, name = analysis.project, top.name
+    if top.decorator_list or name == "main" or name.startswith(("__", "test", "Test")):
         return None
-    name = top.name
-    if name == "main" or name.startswith(("__", "test", "Test")):
+    if len(project.reviewed_paths()) < 2:
         return None
     if not path.endswith(".ipynb") and not _runs_as_script(analysis.tree):
         return None  # a library module: its functions are its API, called from outside the review
     here = project.real(path)
-    word, module = name.encode(), _module_word(here)
+    # The word an importer writes for this module (`utils` for `pkg/utils.py`); none for a
+    # notebook, which no file imports.
+    module = analysis.module_name.rpartition(".")[2].encode() if analysis.module_name else None
+    word = name.encode()
     for other, (words, defined) in _words(project).items():
         if words[word] <= defined[word]:
             continue  # only definitions of the name there (a script copied beside this one)
@@ -67,16 +78,6 @@ def _runs_as_script(tree: ast.Module) -> bool:
         if isinstance(s, ast.If) and "__main__" in ast.unparse(s.test):
             return True
     return False
-
-
-def _module_word(path: str) -> bytes | None:
-    """The word an importer writes for the module at `path` (`utils` for `pkg/utils.py`); None for a
-    notebook, which no file imports."""
-    if not path.endswith(".py"):
-        return None
-    parts = path[:-3].replace("\\", "/").split("/")
-    stem = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
-    return stem.encode()
 
 
 def _outermost(analysis, scope) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
