@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.astutil import parse
+from jaxmem.evaluators.review.logical_lines import statement_starts
 
 
 class NotebookError(ValueError):
@@ -102,6 +103,7 @@ def _blank_magics(lines: list[str]) -> list[str]:
         return lines  # no magic, shell escape or help line can be in this cell: most cells
     out = []
     continued = False
+    starts = statement_starts(lines, lambda line: line.lstrip().startswith(("%", "!")) or bool(_HELP.match(line)))
     for i, line in enumerate(lines):
         stripped = line.lstrip()
         indent = line[:len(line) - len(stripped)]
@@ -109,6 +111,11 @@ def _blank_magics(lines: list[str]) -> list[str]:
             # The rest of a `!cmd \` or `%magic \` line continued onto this one.
             out.append("")
             continued = stripped.rstrip().endswith("\\")
+            continue
+        if not starts[i]:
+            # Inside a bracket or a string: `% (i, loss)` continuing a `print("..."` is Python's
+            # modulo, not a magic (IPython looks for escapes only where a statement starts).
+            out.append(line)
             continue
         if stripped.startswith("%time") and stripped.rstrip().endswith("\\"):
             # `%timeit f(\` over several lines: IPython hands the magic the lines joined (each

@@ -421,6 +421,33 @@ def test_magics_inside_blocks_keep_the_cell_valid(tmp_path: Path):
     assert (f.code, f.cell, f.line) == ("JM101", 1, 6)
 
 
+FIT_CELL = '''def fit(xs, epochs=10):
+    for i in range(epochs):
+        for x in xs:
+            print(float(jnp.sum(x)))
+        print(
+            "epoch %d"
+            % (i,)
+        )
+    """
+    %not_a_magic
+    """
+    %time fit
+'''
+
+
+def test_a_percent_that_continues_an_expression_is_python_not_a_magic(tmp_path: Path):
+    # Reduced from a public notebook: a training cell whose last `print("..." % (...))` breaks its
+    # line before the `%`. IPython runs it as Python (it looks for magics only where a statement
+    # starts), so the cell is reviewed, not skipped as "not Python".
+    nb = tmp_path / "fit.ipynb"
+    nb.write_text(_nb([("code", "import jax\nimport jax.numpy as jnp\n"), ("code", FIT_CELL),
+                       ("code", "fit([jnp.ones(3)] * 100)")]))
+    result = review_paths([str(nb)], jobs=1, show_possible=True)
+    assert not any("not Python" in n.message for n in result.notes)
+    assert [(f.code, f.cell, f.line) for f in result.findings] == [("JM101", 2, 4)]
+
+
 def test_test_files_are_skipped_by_default_and_can_be_included(tmp_path: Path):
     for rel in ("train.py", "tests/test_train.py", "tests/helpers.py", "pkg/model_test.py", "conftest.py",
                 "pkg/test_data.py", "pkg/contest.py", "test_resnet_cifar.py", "pkg/check_test.py"):
