@@ -95,6 +95,9 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
             q = ctx.qualname(func)
             if q in ("jax.block_until_ready", "jax.device_get"):
                 return True
+            if builtin_name(ctx, func) == "getattr" and len(n.args) > 1 and isinstance(n.args[1], ast.Constant) \
+                    and n.args[1].value == "block_until_ready":
+                return True  # `ready = getattr(leaf, "block_until_ready", None)`, fetched to be called
             if _serializes(ctx, q, n):
                 return True  # `pickle.dump(out, f)` of a run's results
             if _library_reads(ctx, q, n):

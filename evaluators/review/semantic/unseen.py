@@ -7,12 +7,14 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
+from jaxmem.evaluators.review.semantic.helpers import own_calls
 from jaxmem.evaluators.review.semantic.hostreads import reads_host
-from jaxmem.evaluators.review.semantic.syncs import builtin_name
+from jaxmem.evaluators.review.semantic.syncs import builtin_name, waits
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 # Builtins that look at an array's type or shape, or pair it up, without its values (not `range`,
 # `min`, `max`, `sorted`: those convert device values to Python numbers).
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _NO_READ_BUILTINS = frozenset({"len", "isinstance", "type", "id", "hasattr", "getattr", "callable", "enumerate", "zip"})
 
 
@@ -31,9 +33,44 @@ def may_wait(call: ast.Call, ctx: Walk) -> bool:
     if builtin_name(ctx, call.func) in _NO_READ_BUILTINS:
         return False  # `len(xs)` reads a shape; `isinstance`, `zip` read no values
     fn = ctx.analysis.resolve_def(call.func, ctx.scope)
-    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _def_reads_host(fn, ctx):
-        return True  # `self._run_evaluation()`: a method of this file that reads results on the host
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if _def_reads_host(fn, ctx):
+            return True  # `self._run_evaluation()`: a method of this file that reads results on the host
+        # A function the reviewer reads is not code it cannot see: it waits where something in it
+        # may (`run(key)`, whose body only calls a jitted sampler and `.mean()`, queues its work).
+        return _body_may_wait(fn, ctx)
     return handed_device_values(call, ctx)
+
+
+def _body_may_wait(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bool:
+    """Something in `fn`'s own statements waits or may wait, asked in `fn`'s scope: a wait
+    (syncs.waits), a call that may wait, or a call the model cannot name at all (`ready()` of a
+    `getattr(leaf, "block_until_ready")`). A traced body, or one being asked already in a
+    recursion, does not; a body the model has no scope for may."""
+    memo = ctx.memo.setdefault("body_may_wait", {})
+    if fn in memo:
+        return memo[fn]
+    scope = ctx.analysis.scopes.get(fn)
+    if scope is None:
+        return True
+    memo[fn] = False
+    if not scope.traced:
+        saved, ctx.scope = ctx.scope, scope
+        try:
+            memo[fn] = any(waits(ctx, s) for s in fn.body if not isinstance(s, _DEFS)) or any(
+                not _named(c, ctx) or may_wait(c, ctx) for c in own_calls(fn, ctx.analysis))
+        finally:
+            ctx.scope = saved
+    return memo[fn]
+
+
+def _named(call: ast.Call, ctx: Walk) -> bool:
+    """The model knows what `call` calls: a library or tree function, a jitted one, a builtin, a
+    def or class it reads, or a method of a device array."""
+    func = call.func
+    return (ctx.jit_info(func) is not None or ctx.qualname(func) is not None or builtin_name(ctx, func) is not None
+            or ctx.analysis.resolve_def(func, ctx.scope) is not None
+            or isinstance(func, ast.Attribute) and ctx.kind(func.value) == "jax")
 
 
 def _tree_reads_host(q: str, ctx: Walk) -> bool:
