@@ -4,8 +4,10 @@ A rule that sees `float(loss)` in a function's body asks whether that body runs 
 some loop. It does when:
 
 1. a host loop of the module calls the function on every iteration (not under `if step % N`, not
-   a short or per-epoch loop);
-2. it runs a training step on state it keeps or is handed (roles.step_method), whoever calls it;
+   a short or per-epoch loop), and the function runs no steps of its own (a driver, such as a
+   `train_epoch` whose loop calls the step, runs once per epoch: drives_steps);
+2. it runs a training step on state it keeps or is handed (roles.step_method), whoever calls it,
+   and not in a loop of its own;
 3. a framework calls it once per step by its contract (FRAMEWORK_STEPS): a Gym environment's
    `step`, a PyTorch module's `forward`, a Keras callback's batch hook;
 4. another file of the reviewed tree calls it on every step (importers.py);
@@ -65,7 +67,7 @@ def mark(analysis, remote: bool = True) -> None:
     for scope in analysis.scopes.values():
         if scope.per_step is None and not scope.traced:  # step_method reads functions only
             found = roles.step_method(analysis, scope)
-            if found is not None:
+            if found is not None and not drives_steps(analysis, scope):
                 scope.per_step, scope.step_role = found.call, found
     _framework_methods(analysis)
     _follow_down(analysis)
@@ -87,6 +89,10 @@ def _loop_callees(analysis) -> None:
         if callee is None or callee is scope or callee.per_step is not None:
             continue
         if loops.small_loop(loop, analysis, scope) or loops.epoch_loop(loop, At(analysis, scope)):
+            continue
+        if drives_steps(analysis, callee):
+            # `train_epoch(state, ...)`, whose own loop runs the steps: what it does outside that
+            # loop (`return total_loss.item(), state`) runs once per epoch, not once per step.
             continue
         callee.per_step = call
         callee.per_step_loop, callee.per_step_scope = loop, scope
