@@ -102,6 +102,8 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
                 return True  # `pickle.dump(out, f)` of a run's results
             if _library_reads(ctx, q, n):
                 return True
+            if _converts_leaves(ctx, q, n):
+                return True
             if builtin_name(ctx, func) in SYNC_BUILTINS and n.args and ctx.kind(n.args[0]) == "jax":
                 return True
         elif isinstance(n, ast.FormattedValue) and ctx.kind(n.value) == "jax":
@@ -109,6 +111,17 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
         if isinstance(n, (ast.Call, ast.Subscript)) and sized_by_values(ctx, n) is not None:
             return True  # `jnp.unique(codes)`: sized on the host from the device values
     return ready and not queued
+
+def _converts_leaves(ctx: Walk, q: str | None, call: ast.Call) -> bool:
+    """`runs = jax.tree.map(np.array, runs)`: a host converter (`np.array`, `np.asarray`,
+    `jax.device_get`, `float`) mapped over a tree that is not known to be NumPy already: every
+    leaf is copied to the host, as `np.array(leaf)` would be."""
+    if q not in ("jax.tree.map", "jax.tree.map_with_path") or len(call.args) < 2:
+        return False
+    fn = call.args[0]
+    return ((ctx.qualname(fn) in ("numpy.array", "numpy.asarray", "numpy.asanyarray", "jax.device_get")
+             or builtin_name(ctx, fn) in SYNC_BUILTINS) and any(ctx.kind(x) != "np" for x in call.args[1:]))
+
 
 def writes_into_numpy(ctx: Walk, node: ast.Assign | ast.AugAssign) -> bool:
     """`u_states[:, i, :] = u_next` (also as one target of an unpacking, `losses[i], state =
@@ -312,7 +325,7 @@ def is_sync(ctx: Walk, node: ast.AST) -> bool:
         return True
     if _serializes(ctx, q, node):
         return True  # `pickle.dump(out, f)`: the values are read on the host
-    if _library_reads(ctx, q, node):
+    if _library_reads(ctx, q, node) or _converts_leaves(ctx, q, node):
         return True
     name = builtin_name(ctx, func)
     return name in SYNC_BUILTINS or name == "print"
