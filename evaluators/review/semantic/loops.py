@@ -87,7 +87,11 @@ def _named_for_epochs(loop: ast.AST) -> bool:
     if any(isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in astutil.walk(target)):
         return True
     it = getattr(loop, "iter", None)
-    # Only a count of epochs (`range(num_epochs)`), never a count within one (`steps_per_epoch`)
+    while isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("tqdm", "enumerate") and it.args:
+        it = it.args[0]  # `tqdm(key_epochs)`, `enumerate(range(n_epochs))`: what it wraps
+    if isinstance(it, ast.Name) and "epochs" in it.id.lower().split("_"):
+        return True  # `for key in key_epochs`: one item per epoch
+    # Else only a count of epochs (`range(num_epochs)`), never a count within one (`steps_per_epoch`)
     # and never an iterator (`for batch in epoch_batches(...)` walks the steps of one epoch).
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
         return False
@@ -98,7 +102,6 @@ def _named_for_epochs(loop: ast.AST) -> bool:
     return any(_EPOCH_COUNT.search(x.lower()) and not _WITHIN_EPOCH.search(x.lower()) for x in names)
 
 _EPOCH_COUNT = re.compile(r"epoch")
-
 _WITHIN_EPOCH = re.compile(r"per_epoch|step|batch|iter|sample|example")
 
 def benchmark_function(scope: Scope, analysis: Analysis) -> str | None:
