@@ -152,6 +152,9 @@ JAX_NON_ARRAY = frozenset({
     "jax.numpy.can_cast", "jax.lax.axis_index", "jax.lax.broadcast_shapes", "jax.numpy.broadcast_shapes",
     # dtype and type predicates: a Python bool from metadata (measured on jax 0.10.2)
     "jax.numpy.iscomplexobj", "jax.numpy.isrealobj", "jax.numpy.isscalar", "jax.numpy.isdtype",
+    # print settings (NumPy's, wrapped) and NumPy's own `iterable`: they start no backend either
+    # (measured on jax 0.10.2: no backend after `jnp.set_printoptions(precision=3)`)
+    "jax.numpy.set_printoptions", "jax.numpy.get_printoptions", "jax.numpy.printoptions", "jax.numpy.iterable",
 })
 # Array attributes that live on the host (metadata): reading them never syncs.
 HOST_ATTRS = frozenset({
