@@ -15,7 +15,9 @@ What it does
 
     A `%timeit` that chooses its own loop count, or runs more than 320 calls, is not flagged:
     JAX's runtime lets at most 32 calls queue ahead of the device, so after those each call waits
-    for an earlier one, and the figure is the work's to within a tenth (see QUEUED_AHEAD).
+    for an earlier one, and the figure is the work's to within a tenth (see QUEUED_AHEAD). The
+    same for one call of a function of the file whose loop runs over 320 jitted calls or eager
+    operations; a loop whose count the source does not fix makes the finding possible.
 
 Why is this bad
     JAX dispatches work asynchronously: a jitted call returns as soon as the work is queued.
@@ -36,6 +38,7 @@ import ast
 from jaxmem.evaluators.review.notebook import TIMING_MAGICS
 from jaxmem.evaluators.review.rule import Ctx, Rule
 from jaxmem.evaluators.review.rules._util import FEW_CALLS, QUEUED_AHEAD, timing_tier
+from jaxmem.evaluators.review.semantic import regions
 from jaxmem.evaluators.review.semantic.callbacks import returns_done
 from jaxmem.evaluators.review.semantic.jax_config import checks_outputs
 from jaxmem.evaluators.review.semantic.names import last_name, pos
@@ -84,7 +87,10 @@ class TimeitWithoutBlock(Rule):
             return
         if not isinstance(timed, ast.Call) or _waits(timed, ctx):
             return
-        proven = ctx.jit_info(timed.func) is not None or ctx.proven(timed)
+        ops = _loop_ops(timed, ctx)
+        if ops is not None and ops > FEW_CALLS:
+            return  # a function of the file whose loop runs over 320 calls or eager operations: queued 32 at most
+        proven = ops != 0 and (ctx.jit_info(timed.func) is not None or ctx.proven(timed))
         # A call of unknown kind that is handed JAX arrays most likely returns one; not a class
         # (`Solver(mesh=m)`): it returns an object, and whether its `__init__` leaves device work
         # queued is not seen here.
@@ -123,6 +129,26 @@ def _shown(expr: ast.AST) -> str:
     """The timed expression as the message quotes it: at most 60 characters."""
     what = ast.unparse(expr)
     return what if len(what) <= 60 else what[:57] + "..."
+
+
+def _loop_ops(call: ast.Call, ctx: Ctx) -> int | None:
+    """For a call of a function of this file: how many jitted calls or eager operations its loops
+    run (regions.loop_calls, asked in its scope; 0 where a count is not fixed), else None. Each is
+    an execution of its own, and JAX queues 32 at most: past 320 the figure is the work's within
+    a tenth (`%timeit -n 1 cumsum_manual(a)` of a 1,000-step eager loop)."""
+    fn = ctx.analysis.resolve_def(call.func, ctx.scope)
+    scope = ctx.analysis.scopes.get(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if scope is None or ctx.jit_info(call.func) is not None:
+        return None  # (a def also wrapped by `jax.jit` elsewhere still runs eagerly when called by name)
+    # Its parameters handed device arrays by this call hold device arrays in its body.
+    params = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)]
+    handed = [*zip(params, call.args), *((k.arg, k.value) for k in call.keywords if k.arg)]
+    names = frozenset(p for p, arg in handed if not isinstance(arg, ast.Starred) and ctx.kind(arg) == "jax")
+    saved, ctx.scope = ctx.scope, scope
+    try:
+        return regions.loop_calls(fn.body, ctx, names)
+    finally:
+        ctx.scope = saved
 
 
 def _waits(call: ast.Call, ctx: Ctx) -> bool:

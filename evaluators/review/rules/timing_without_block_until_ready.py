@@ -3,7 +3,7 @@
 What it does
     Flags `t0 = time.perf_counter()` ... `time.perf_counter() - t0` around JAX work when nothing
     in between waits for the result, and `timeit.timeit`/`repeat` of a lambda or local def that
-    does not block, where it times 320 calls or fewer (JAX lets 32 queue ahead of the device:
+    does not block, where it times 320 calls or eager operations or fewer (JAX queues 32 ahead:
     past that the figure is the work's within a tenth, rules/_util.QUEUED_AHEAD). Waiting is a
     `block_until_ready`, a host read of a result (`float`, `.item()`, NumPy, an f-string before
     the timer is read), a module function that does one, and code the reviewer cannot see that
@@ -256,6 +256,9 @@ class TimingWithoutBlockUntilReady(Rule):
             # it already ran before in this scope: a label naming the function (`print(f"jit_model(x):
             # {time.time() - t0}")` after a first timed call) then names no compilation.
             return
+        calls = regions.loop_calls(body[start + 1:i], ctx) if guessed or not waited else None
+        if calls is not None and calls > FEW_CALLS:
+            return  # loops of over 320 calls or eager operations: all but the last 32 waited for
         if guessed or (pipelined and not waited):
             # The only waits are guesses (code the reviewer cannot see, a program's host callbacks),
             # or the only work is (a step the loop feeds its state through): possible, never sure.
@@ -263,12 +266,9 @@ class TimingWithoutBlockUntilReady(Rule):
             ctx.report(self, stop, message=self.callback_message if callbacks else self.message, sure=False)
             return
         if not waited:
-            # Sure when it runs proven compiled work nothing waits for, at most 320 calls of it (a
-            # loop over more waits for all but the last 32: within a tenth). Not when a loop waits
-            # every N steps, part was waited for on the way (what is left is not seen), or the
-            # calls' count is not fixed; nor on a CPU that may dispatch synchronously (old JAX).
-            if (calls := regions.loop_calls(body[start + 1:i], ctx)) is not None and calls > FEW_CALLS:
-                return
+            # Sure when it runs proven compiled work nothing waits for (320 calls at most, above). Not when
+            # a loop waits every N steps, part was waited for on the way (what is left is not seen), or
+            # the calls' count is not fixed; nor on a CPU that may dispatch synchronously (old JAX).
             sure = calls != 0 and regions.proven_work(body[start + 1:i], ctx) and not settled and not (
                 regions.waits_sometimes(body[start + 1:i], ctx))
             ctx.report(self, stop, **timing_tier(self.message, ctx, sure))

@@ -12,6 +12,8 @@ import ast
 from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.callbacks import returns_done, runs_host_callbacks
+from jaxmem.evaluators.review.semantic.clocks import prints_only_time
+from jaxmem.evaluators.review.semantic.eager import dispatches_ops
 from jaxmem.evaluators.review.semantic.flow import replaced_state_calls
 from jaxmem.evaluators.review.semantic.helpers import own_calls, signature
 from jaxmem.evaluators.review.semantic.jax_config import DEBUG_CHECKS
@@ -228,18 +230,18 @@ def periodic_parts(stmts: list[ast.AST], ctx: Walk) -> set[ast.AST]:
     return out
 
 
-def loop_calls(stmts: list[ast.AST], ctx: Walk) -> int | None:
-    """How many times the loops of these statements that run compiled work run it in all (the
-    product of the trip counts of the loops around it, as the source fixes them); 0 where a count
-    is not fixed; None where no loop holds compiled work. JAX lets 32 calls queue ahead of the
-    device (rules/_util.QUEUED_AHEAD): an unwaited timer over many calls leaves out only those."""
+def loop_calls(stmts: list[ast.AST], ctx: Walk, names: frozenset[str] = frozenset()) -> int | None:
+    """How many times these statements' loops of compiled work or eager operations (eager.py) run it in
+    all (the product of the trip counts, as the source fixes them); 0 where a count is not fixed; None
+    where no loop holds such work. JAX queues 32 executions ahead (_util.QUEUED_AHEAD): an unwaited
+    timer over many leaves out only those."""
     found = None
     for stmt in stmts:
         for n in astutil.walk_running(stmt):
-            if not isinstance(n, (ast.For, ast.AsyncFor, ast.While)) or not proven_work(n.body, ctx):
+            if not isinstance(n, LOOP_TYPES) or not (proven_work(n.body, ctx) or dispatches_ops(n.body, ctx, names)):
                 continue
             count = trip_count(n.iter, ctx.analysis, ctx.scope) if not isinstance(n, ast.While) else None
-            inner = loop_calls(n.body, ctx)
+            inner = loop_calls(n.body, ctx, names)
             total = 0 if count is None or inner == 0 else count * (inner or 1)
             found = total if found is None else min(found, total)
             break  # the outermost loop of this statement
@@ -374,12 +376,6 @@ def local_waits(call: ast.Call, ctx: Walk) -> bool:
 def _def_waits(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bool:
     return _in_body(fn, ctx, "local_waits", False,
                     lambda c: any(waits(c, s) for s in fn.body if not isinstance(s, _DEFS)))
-
-
-def prints_only_time(call: ast.Call, ctx: Walk) -> bool:
-    """`print(time.perf_counter() - t0)` is where the timing ends, not a wait on JAX."""
-    return isinstance(call.func, ast.Name) and call.func.id == "print" and not any(
-        ctx.kind(a) == "jax" for a in call.args)
 
 
 def queued_before(body: list[ast.stmt], start: int, ctx: Walk) -> tuple[int, list[str]] | None:
