@@ -54,7 +54,7 @@ def dispatches_ops(stmts: list[ast.stmt], ctx, names: frozenset[str] = frozenset
     """These statements run JAX operations eagerly on device values (`x_t += a[i]`, `x @ w`):
     each one is an execution of its own, queued as a jitted call's is. Measured on jax 0.10.2
     (CPU): an eager loop of 2,000 such operations returned after 99% of its work had run (200
-    operations: 94%; benchmarks/claims/jm701_eager_operations_queue.py), so JAX's 32-execution
+    operations: 91-94%; benchmarks/claims/jm701_eager_operations_queue.py), so JAX's 32-execution
     queue bounds eager loops as it bounds jitted calls.
     `names`: parameters known to hold device arrays here (what one call hands them)."""
     return any(isinstance(n, (ast.BinOp, ast.Subscript, ast.Call)) and (ctx.kind(n) == "jax" or any(

@@ -12,9 +12,9 @@ from jaxmem.evaluators.review.semantic.hostreads import reads_host
 from jaxmem.evaluators.review.semantic.syncs import builtin_name, waits
 from jaxmem.evaluators.review.semantic.walk import Walk
 
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # Builtins that look at an array's type or shape, or pair it up, without its values (not `range`,
 # `min`, `max`, `sorted`: those convert device values to Python numbers).
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _NO_READ_BUILTINS = frozenset({"len", "isinstance", "type", "id", "hasattr", "getattr", "callable", "enumerate", "zip"})
 
 
