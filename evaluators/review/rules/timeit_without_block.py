@@ -44,6 +44,7 @@ from jaxmem.evaluators.review.semantic.jax_config import checks_outputs
 from jaxmem.evaluators.review.semantic.names import last_name, pos
 from jaxmem.evaluators.review.semantic.regions import local_waits
 from jaxmem.evaluators.review.semantic.syncs import is_sync
+from jaxmem.evaluators.review.semantic.walk import in_scope
 
 WAITS = frozenset({"jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array"})
 
@@ -144,11 +145,7 @@ def _loop_ops(call: ast.Call, ctx: Ctx) -> int | None:
     params = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)]
     handed = [*zip(params, call.args), *((k.arg, k.value) for k in call.keywords if k.arg)]
     names = frozenset(p for p, arg in handed if not isinstance(arg, ast.Starred) and ctx.kind(arg) == "jax")
-    saved, ctx.scope = ctx.scope, scope
-    try:
-        return regions.loop_calls(fn.body, ctx, names)
-    finally:
-        ctx.scope = saved
+    return in_scope(ctx, scope, lambda c: regions.loop_calls(fn.body, c, names))
 
 
 def _waits(call: ast.Call, ctx: Ctx) -> bool:

@@ -30,7 +30,7 @@ from jaxmem.evaluators.review.semantic.syncs import (
     writes_into_numpy,
 )
 from jaxmem.evaluators.review.semantic.unseen import handed_device_values, may_wait
-from jaxmem.evaluators.review.semantic.walk import Walk
+from jaxmem.evaluators.review.semantic.walk import Walk, in_body
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
 # Packages whose functions the model knows to read nothing back by themselves (array transforms,
@@ -297,24 +297,8 @@ def local_jitted(call: ast.Call, ctx: Walk) -> list[tuple[str, bool]]:
     return []
 
 
-def _in_body(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk, key: str, empty, read):
-    """`read(ctx)` asked in `fn`'s own scope, once per function (`empty` for a traced body, whose
-    values are tracers, and while the answer is being read: a recursion reads `empty`)."""
-    memo = ctx.memo.setdefault(key, {})
-    if fn not in memo:
-        memo[fn] = empty
-        scope = ctx.analysis.scopes.get(fn)
-        if scope is not None and not scope.traced:
-            saved, ctx.scope = ctx.scope, scope
-            try:
-                memo[fn] = read(ctx)
-            finally:
-                ctx.scope = saved
-    return memo[fn]
-
-
 def _def_jitted(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> list[tuple[str, bool]]:
-    return _in_body(fn, ctx, "local_jitted", [], lambda c: [
+    return in_body(fn, ctx, "local_jitted", [], lambda c: [
         (dotted(call.func) or "function", info.exact) for call in own_calls(fn, c.analysis)
         if (info := c.jit_info(call.func)) is not None])
 
@@ -374,7 +358,7 @@ def local_waits(call: ast.Call, ctx: Walk) -> bool:
 
 
 def _def_waits(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> bool:
-    return _in_body(fn, ctx, "local_waits", False,
+    return in_body(fn, ctx, "local_waits", False,
                     lambda c: any(waits(c, s) for s in fn.body if not isinstance(s, _DEFS)))
 
 

@@ -299,7 +299,8 @@ def runs_of_steps(ctx, loop: ast.AST) -> bool:
     if loop not in memo:
         a, scope = ctx.analysis, ctx.scope
         own, _inner = own_calls(loop.body)
-        steps_itself = any(call in own for call, _names in replaced_state_calls(a, loop, scope))
+        own_set = set(own)  # (nodes hash by identity)
+        steps_itself = any(call in own_set for call, _names in replaced_state_calls(a, loop, scope))
         memo[loop] = not steps_itself and (any(role(a, inner, scope).steps for inner in inner_loops(loop.body)) or any(
             (s := a.scopes.get(a.resolve_def(call.func, scope))) is not None and not s.traced
             and any(isinstance(n, LOOP_TYPES) and role(a, n, s).steps for _b, _e, n in s.loops) for call in own))

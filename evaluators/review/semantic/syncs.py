@@ -14,7 +14,7 @@ from jaxmem.evaluators.review.semantic.callbacks import returns_done
 from jaxmem.evaluators.review.semantic.hostreads import host_conversion
 from jaxmem.evaluators.review.semantic.names import IDENTITY_OPS, defers_to_array, object_literal
 from jaxmem.evaluators.review.semantic.shapes import sized_by_values
-from jaxmem.evaluators.review.semantic.walk import Walk
+from jaxmem.evaluators.review.semantic.walk import Walk, in_body
 
 SYNC_BUILTINS = frozenset({"float", "int", "bool", "complex"})
 
@@ -156,18 +156,8 @@ def _calls_waiting_function(ctx: Walk, call: ast.Call) -> bool:
     fn = a.resolve_def(call.func, ctx.scope)
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    memo = ctx.memo.setdefault("function_waits", {})
-    if fn not in memo:
-        memo[fn] = False
-        scope = a.scopes.get(fn)
-        if scope is not None and not scope.traced:
-            saved, ctx.scope = ctx.scope, scope
-            try:
-                memo[fn] = any(waits(ctx, st, 1) for st in fn.body
-                                   if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
-            finally:
-                ctx.scope = saved
-    return memo[fn]
+    return in_body(fn, ctx, "function_waits", False, lambda c: any(
+        waits(c, st, 1) for st in fn.body if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))))
 
 def hands_to_converter(ctx: Walk, call: ast.Call) -> bool:
     """`metric.add(loss, acc)` where the local `add` does `float(b)` on what it is handed, and

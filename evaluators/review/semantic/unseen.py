@@ -10,7 +10,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.helpers import own_calls
 from jaxmem.evaluators.review.semantic.hostreads import reads_host
 from jaxmem.evaluators.review.semantic.syncs import builtin_name, waits
-from jaxmem.evaluators.review.semantic.walk import Walk
+from jaxmem.evaluators.review.semantic.walk import Walk, in_body
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # Builtins that look at an array's type or shape, or pair it up, without its values (not `range`,
@@ -47,21 +47,11 @@ def _body_may_wait(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Walk) -> boo
     (syncs.waits), a call that may wait, or a call the model cannot name at all (`ready()` of a
     `getattr(leaf, "block_until_ready")`). A traced body, or one being asked already in a
     recursion, does not; a body the model has no scope for may."""
-    memo = ctx.memo.setdefault("body_may_wait", {})
-    if fn in memo:
-        return memo[fn]
-    scope = ctx.analysis.scopes.get(fn)
-    if scope is None:
+    if ctx.analysis.scopes.get(fn) is None:
         return True
-    memo[fn] = False
-    if not scope.traced:
-        saved, ctx.scope = ctx.scope, scope
-        try:
-            memo[fn] = any(waits(ctx, s) for s in fn.body if not isinstance(s, _DEFS)) or any(
-                not _named(c, ctx) or may_wait(c, ctx) for c in own_calls(fn, ctx.analysis))
-        finally:
-            ctx.scope = saved
-    return memo[fn]
+    return in_body(fn, ctx, "body_may_wait", False, lambda c: any(
+        waits(c, s) for s in fn.body if not isinstance(s, _DEFS)) or any(
+        not _named(x, c) or may_wait(x, c) for x in own_calls(fn, c.analysis)))
 
 
 def _named(call: ast.Call, ctx: Walk) -> bool:

@@ -62,3 +62,25 @@ class At:
 def statement_loop(ctx: Walk) -> ast.AST | None:
     """The innermost statement loop (not a comprehension) of this function around the node."""
     return next((loop for loop in reversed(ctx.loops) if isinstance(loop, LOOP_TYPES)), None)
+
+
+def in_scope(ctx, scope, read):
+    """`read(ctx)` asked with `ctx` moved into `scope` (a function's own), and moved back after."""
+    saved, ctx.scope = ctx.scope, scope
+    try:
+        return read(ctx)
+    finally:
+        ctx.scope = saved
+
+
+def in_body(fn: ast.AST, ctx, key: str, empty, read):
+    """`read(ctx)` asked in `fn`'s own scope, once per function (`empty` for a traced body, whose
+    values are tracers, or one without a scope, and while the answer is being read: a recursion
+    reads `empty`)."""
+    memo = ctx.memo.setdefault(key, {})
+    if fn not in memo:
+        memo[fn] = empty
+        scope = ctx.analysis.scopes.get(fn)
+        if scope is not None and not scope.traced:
+            memo[fn] = in_scope(ctx, scope, read)
+    return memo[fn]
