@@ -58,11 +58,29 @@ def steps_trained_state(b: Binding, scope: Scope) -> bool:
     the metrics) comes out of the same computation: device arrays. Outside a loop the same shape
     is setup (`steps, callback = self._setup_learn(steps, ...)`), and proves nothing."""
     siblings = _siblings(b, scope)
-    call = b.value
-    if not siblings or not isinstance(call, ast.Call) or scope.loop_at(pos(b.node)) is None:
+    if not siblings or scope.loop_at(pos(b.node)) is None:
         return False
+    return isinstance(b.value, ast.Call) and _steps(b.value, siblings, b.name)
+
+
+def step_out_of_sight(a, node: ast.Assign, scope: Scope) -> bool:
+    """The same reading of a statement of a loop's body (`params, state, loss = step_fn(params,
+    state, batch)`) whose callable cannot be read (a parameter, an object's attribute): the loop
+    queues the step's device work every iteration (a guess: what rests on it is never proven)."""
+    if not (len(node.targets) == 1 and isinstance(node.value, ast.Call)) or a.qualname(node.value.func) is not None \
+            or a.resolve_def(node.value.func, scope) is not None:
+        return False
+    target = node.targets[0]
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return False
+    siblings = {e.id for e in target.elts if isinstance(e, ast.Name)}
+    return any(_steps(node.value, siblings, name) for name in siblings)
+
+
+def _steps(call: ast.Call, siblings: set[str], own: str) -> bool:
+    """`own`: the name whose kind is asked (it does not count as replaced state)."""
     passed = {v.id for v in [*call.args, *(k.value for k in call.keywords)] if isinstance(v, ast.Name)}
-    replaced = (siblings & passed) - {b.name}
+    replaced = (siblings & passed) - {own}
     if not replaced:
         return False
     name = last_name(call.func).lower()

@@ -12,6 +12,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import iterations
 from jaxmem.evaluators.review.semantic.branches import after_early_return, short_under_guard, under_periodic_guard
 from jaxmem.evaluators.review.semantic.flow import inner_loops, own_calls, replaced_state_calls
+from jaxmem.evaluators.review.semantic.guesses import step_out_of_sight
 from jaxmem.evaluators.review.semantic.helpers import calls_in
 from jaxmem.evaluators.review.semantic.model import Analysis
 from jaxmem.evaluators.review.semantic.names import (
@@ -30,9 +31,7 @@ from jaxmem.evaluators.review.semantic.training import callee, steps_once, takes
 from jaxmem.evaluators.review.semantic.walk import Walk
 
 _BENCH_NAME = re.compile(r"(^|_)(bench|benchmark)(_|$)|^bench|^time_|^peakmem_")
-
 RAISES = frozenset({"pytest.raises"})
-
 RAISES_METHODS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
 
 def small_loop(loop: ast.AST, analysis: Analysis, scope: Scope) -> bool:
@@ -342,6 +341,8 @@ def _device_work(ctx: Walk, roots: list[ast.AST], depth: int, scope=None) -> boo
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and a.scopes.get(fn) is not None:
                     if _device_work(ctx, list(fn.body), 1, a.scopes[fn]):
                         return True
+        elif isinstance(n, ast.Assign) and step_out_of_sight(a, n, scope):
+            return True  # `params, state, loss = step_fn(params, state, batch)`
         elif isinstance(n, ast.BinOp) and a.kind(n, scope) == "jax":
             return True  # `total + loss` on device arrays
         elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and a.kind(n.value, scope) == "jax":
