@@ -12,7 +12,7 @@ from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.callbacks import returns_done
 from jaxmem.evaluators.review.semantic.hostreads import host_conversion
-from jaxmem.evaluators.review.semantic.names import IDENTITY_OPS, defers_to_array, object_literal
+from jaxmem.evaluators.review.semantic.names import HOST_METHODS, IDENTITY_OPS, defers_to_array, object_literal
 from jaxmem.evaluators.review.semantic.shapes import sized_by_values
 from jaxmem.evaluators.review.semantic.walk import Walk, in_body
 
@@ -283,10 +283,17 @@ def _last_event(ctx: Walk, stmts: list[ast.stmt]) -> str | None:
 
 
 def _queues(ctx: Walk, stmt: ast.stmt) -> bool:
-    """The statement queues device work: a jitted call or a JAX operation."""
+    """The statement queues device work: a jitted call, a JAX operation, or an eager operation on
+    a device array (`phi @ w.T`, `q.argmax(axis=-1)`): each of those is an execution of its own,
+    and a read after it waits for it, however recently the iteration waited for earlier work."""
     for n in astutil.walk(stmt):
         if isinstance(n, ast.Call) and (ctx.jit_info(n.func) is not None
                                         or (ctx.qualname(n.func) or "").startswith("jax.")):
+            return True
+        if isinstance(n, ast.BinOp) and ctx.kind(n) == "jax":
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr not in HOST_METHODS \
+                and n.func.attr not in SYNC_METHODS and ctx.qualname(n.func) is None and ctx.kind(n.func.value) == "jax":
             return True
     return False
 
