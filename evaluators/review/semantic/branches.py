@@ -49,11 +49,23 @@ def _periodic_test(test: ast.AST, analysis: Analysis | None, scope: Scope | None
             return True  # `if u.itstime(step, log_every, total):`: a helper that answers `step % n == 0`
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             b = analysis.resolve(n.id, scope, pos(n))
-            if b is not None and b.how == "assign" and b.index is None and b.value is not None and b.value is not test \
-                    and isinstance(b.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
-                if _periodic_test(b.value, analysis, scope, depth + 1):
+            value = _bound_test(b) if b is not None and b.how == "assign" else None
+            if value is not None and value is not test and isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+                if _periodic_test(value, analysis, scope, depth + 1):
                     return True
     return False
+
+
+def _bound_test(b) -> ast.AST | None:
+    """The expression a name holds: the assigned value, or, for a name unpacked from a literal or
+    a comprehension (`log_, eval_ = [(i % f == 0) for f in freqs]`), the element it takes."""
+    if b.index is None:
+        return b.value
+    if isinstance(b.value, (ast.ListComp, ast.GeneratorExp)):
+        return b.value.elt
+    if isinstance(b.value, (ast.Tuple, ast.List)) and b.index < len(b.value.elts):
+        return b.value.elts[b.index]
+    return None
 
 
 def early_return_guard(fn: ast.AST, analysis: Analysis | None = None, scope: Scope | None = None) -> ast.If | None:

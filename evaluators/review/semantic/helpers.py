@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from jaxmem.evaluators.review import astutil
-from jaxmem.evaluators.review.semantic.branches import early_return_guard
+from jaxmem.evaluators.review.semantic.branches import early_return_guard, periodic_guard
 from jaxmem.evaluators.review.semantic.model import PYTREE_PRESERVING, Analysis
 
 _BUILTIN_CONVERTERS = frozenset({"float", "int", "bool", "complex"})
@@ -55,11 +55,17 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
 
     out: dict[str, str] = {}
     # After `if step % every != 0: return` the body runs once in many calls: its reads are periodic.
-    guard = early_return_guard(fn, a, a.scopes.get(fn))
+    scope = a.scopes.get(fn)
+    guard = early_return_guard(fn, a, scope)
     after = guard.end_lineno if guard is not None else None
+    # So do the reads under `if step % every == 0:` in the body (a report helper called every step).
+    periodic = {id(x) for n in own_nodes(fn) if periodic_guard(n, None, a, scope)
+                for stmt in n.body for x in astutil.walk(stmt)}
     for n in own_nodes(fn):
         if after is not None and getattr(n, "lineno", 0) > after:
             break
+        if id(n) in periodic:
+            continue
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
             bind(n.target, _sources(a, origin, n.iter))
         elif isinstance(n, ast.Assign):
