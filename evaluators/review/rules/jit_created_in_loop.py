@@ -70,6 +70,7 @@ from jaxmem.evaluators.review.semantic.names import (
     end_pos,
     pos,
 )
+from jaxmem.evaluators.review.semantic.sweeps import shapes_vary
 
 AOT = frozenset({"lower", "trace", "eval_shape"})
 # Names that say how often a function runs, whoever calls it (the caller may be in a file the review
@@ -127,8 +128,8 @@ class JitCreatedInLoop(Rule):
                 return  # stored for later calls (`cache[key] = jax.jit(...)`, one per agent): built once each
             info, wrapped = made
             if ctx.host_loop:
-                if self._options_change(node, ctx):
-                    return  # `out_shardings=shardings[name]` per iteration: each one compiles anyway
+                if self._options_change(node, ctx) or self._shapes_vary(ctx):
+                    return  # `out_shardings=shardings[name]`, or new shapes, per iteration: each one compiles anyway
                 what = self._fresh(wrapped, ctx)
                 if what:
                     ctx.report(self, node, maker=_short(info.maker), what=what)
@@ -143,6 +144,8 @@ class JitCreatedInLoop(Rule):
                     ctx.report(self, node, message=self.call_message, fix=self.call_fix, maker=_short(info.maker),
                                what=what, fn=getattr(ctx.scope.node, "name", "lambda"), sure=ctx.per_step_body)
         elif node in ctx.analysis.jitted_defs and ctx.host_loop:
+            if shapes_vary(ctx, node.name, ctx.loops[-1]):
+                return  # `for size in sizes:` hands it new shapes: each iteration compiles anyway
             ctx.report(self, node, maker="@" + _short(ctx.analysis.jitted_defs[node].maker),
                        what=f"`{node.name}`, defined inside the loop")
         elif node in ctx.analysis.jitted_defs and self._runs_again(node.name, ctx):
@@ -319,6 +322,16 @@ class JitCreatedInLoop(Rule):
             bound |= loop_bound(ctx, loop)
         return any(isinstance(n, ast.Name) and n.id in bound for kw in node.keywords if kw.arg
                    for n in astutil.walk(kw.value))
+
+    @staticmethod
+    def _shapes_vary(ctx: Ctx) -> bool:
+        """`f = jax.jit(lambda a, b: ...)` in a loop whose calls of `f` hand it new shapes, or one
+        kept in a dict or list (`ops = {"add": jit(lambda a, b: a + b), ...}`) in a loop that builds
+        its arrays with new shapes."""
+        parent = ctx.parent
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+            return shapes_vary(ctx, parent.targets[0].id, ctx.loops[-1])
+        return isinstance(parent, (ast.Dict, ast.List, ast.Tuple)) and shapes_vary(ctx, None, ctx.loops[-1])
 
     @staticmethod
     def _in_loop(at: tuple[int, int], ctx: Ctx) -> bool:
