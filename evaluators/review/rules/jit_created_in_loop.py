@@ -21,7 +21,9 @@ What it does
     compiles on purpose. Nor is a jit whose options change every iteration
     (`out_shardings=shardings[name]` for each layer group): each iteration needs its own
     compilation whatever function it wraps (measured on jax 0.10.2: the same function with 3
-    distinct `out_shardings` compiled 3 times; `claims/jm301_options_per_iteration.py`).
+    distinct `out_shardings` compiled 3 times; `claims/jm301_options_per_iteration.py`), nor one
+    made in a loop that sweeps input shapes or dtypes (`for size in sizes: a = random.normal(k,
+    (size, size))`): the cache is keyed on shapes and dtypes too, so each iteration compiles anyway.
     Also `lax.scan`, `fori_loop`, `while_loop`, `cond`, `switch` or `map` given a new function
     on every iteration (or step) of code proven eager (a script, or a function that reads device
     values on the host), and JAX's iterative solvers and `jax.scipy.optimize.minimize` there.
