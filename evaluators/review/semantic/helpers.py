@@ -58,14 +58,19 @@ def _converted(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[
     scope = a.scopes.get(fn)
     guard = early_return_guard(fn, a, scope)
     after = guard.end_lineno if guard is not None else None
-    # So do the reads under `if step % every == 0:` in the body (a report helper called every step).
-    periodic = {id(x) for n in own_nodes(fn) if periodic_guard(n, None, a, scope)
-                for stmt in n.body for x in astutil.walk(stmt)}
+    # So do the reads under `if step % every == 0:` in the body (a report helper called every step):
+    # nodes come in source order, so a guard's body is a span of positions to skip.
+    skip = None
     for n in own_nodes(fn):
         if after is not None and getattr(n, "lineno", 0) > after:
             break
-        if id(n) in periodic:
-            continue
+        if skip is not None and hasattr(n, "lineno"):
+            if skip[0] <= (n.lineno, n.col_offset) <= skip[1]:
+                continue
+            if (n.lineno, n.col_offset) > skip[1]:
+                skip = None  # (the guard's test comes before its body)
+        if isinstance(n, ast.If) and periodic_guard(n, None, a, scope):
+            skip = ((n.body[0].lineno, n.body[0].col_offset), (n.body[-1].end_lineno, n.body[-1].end_col_offset))
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
             bind(n.target, _sources(a, origin, n.iter))
         elif isinstance(n, ast.Assign):
