@@ -13,6 +13,13 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic.loops import loop_targets
 from jaxmem.evaluators.review.semantic.names import pos
 
+# Where a JAX or NumPy array maker takes the shape or dtype of what it makes: positional indexes
+# (None: every argument is a dimension or sizes the result, `np.random.randn(n, d)`, `jnp.arange(n)`).
+_SHAPE_ARGS = {"jax.random.": (1,), "jax.numpy.zeros": (0, 1), "jax.numpy.ones": (0, 1),
+               "jax.numpy.empty": (0, 1), "jax.numpy.full": (0, 2), "jax.numpy.arange": None,
+               "jax.numpy.linspace": (2,), "numpy.random.": None, "numpy.zeros": (0, 1), "numpy.ones": (0, 1),
+               "numpy.empty": (0, 1), "numpy.full": (0, 2), "numpy.arange": None}
+
 
 def shapes_vary(ctx, name: str | None, loop: ast.AST) -> bool:
     """Every call of `name` in `loop`'s body hands it an array built in the loop with a shape or
@@ -33,15 +40,20 @@ def shapes_vary(ctx, name: str | None, loop: ast.AST) -> bool:
 
 
 def _built_from(ctx, arg: ast.AST, targets: set[str]) -> bool:
-    """`arg` is a name bound to a call whose shape or dtype argument names a loop target."""
+    """`arg` is a name bound to an array made by JAX or NumPy whose shape or dtype argument names
+    a loop target."""
     if not isinstance(arg, ast.Name):
         return False
     at = pos(arg) if isinstance(arg.ctx, ast.Load) else (arg.end_lineno, arg.end_col_offset + 1)
     b = ctx.analysis.resolve(arg.id, ctx.scope, at)
     if b is None or b.how != "assign" or not isinstance(b.value, ast.Call):
         return False
-    sized = [*b.value.args[1:], *(k.value for k in b.value.keywords if k.arg in ("shape", "dtype"))]
-    if b.value.args and isinstance(b.value.args[0], (ast.Tuple, ast.List)):
-        sized.append(b.value.args[0])  # `jnp.ones((n, n))`: the shape comes first
+    q = ctx.analysis.qualname(b.value.func) or ""
+    maker = next((k for k in _SHAPE_ARGS if q == k or (k.endswith(".") and q.startswith(k))), None)
+    if maker is None:
+        return False  # `sched = schedule(0, lr)`: a value computed from the loop's target, not an array of its shape
+    at_shape = _SHAPE_ARGS[maker]
+    sized = [a for i, a in enumerate(b.value.args) if at_shape is None or i in at_shape]
+    sized += [k.value for k in b.value.keywords if k.arg in ("shape", "dtype", "num")]
     return any(isinstance(n, ast.Name) and n.id in targets
                for s in sized if isinstance(s, (ast.Tuple, ast.List, ast.Name)) for n in astutil.walk(s))
