@@ -11,7 +11,7 @@ from jaxmem.evaluators.review import astutil
 from jaxmem.evaluators.review.semantic import helpers
 from jaxmem.evaluators.review.semantic.branches import periodic_guard
 from jaxmem.evaluators.review.semantic.callbacks import returns_done
-from jaxmem.evaluators.review.semantic.hostreads import host_conversion
+from jaxmem.evaluators.review.semantic.hostreads import HOST_CONVERSIONS, host_conversion
 from jaxmem.evaluators.review.semantic.names import HOST_METHODS, IDENTITY_OPS, defers_to_array, object_literal
 from jaxmem.evaluators.review.semantic.shapes import sized_by_values
 from jaxmem.evaluators.review.semantic.walk import Walk, in_body
@@ -112,6 +112,9 @@ def waits(ctx: Walk, node: ast.AST, depth: int = 0) -> bool:
             return True  # `jnp.unique(codes)`: sized on the host from the device values
     return ready and not queued
 
+_LEAF_CONVERTERS = HOST_CONVERSIONS | {"numpy.asanyarray"}
+
+
 def _converts_leaves(ctx: Walk, q: str | None, call: ast.Call) -> bool:
     """`runs = jax.tree.map(np.array, runs)`: a host converter (`np.array`, `np.asarray`,
     `jax.device_get`, `float`) mapped over a tree that is not known to be NumPy already: every
@@ -119,7 +122,7 @@ def _converts_leaves(ctx: Walk, q: str | None, call: ast.Call) -> bool:
     if q not in ("jax.tree.map", "jax.tree.map_with_path") or len(call.args) < 2:
         return False
     fn = call.args[0]
-    return ((ctx.qualname(fn) in ("numpy.array", "numpy.asarray", "numpy.asanyarray", "jax.device_get")
+    return ((ctx.qualname(fn) in _LEAF_CONVERTERS
              or builtin_name(ctx, fn) in SYNC_BUILTINS) and any(ctx.kind(x) != "np" for x in call.args[1:]))
 
 
